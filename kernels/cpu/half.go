@@ -1,0 +1,75 @@
+package cpu
+
+import "math"
+
+// F16ToF32 converts an IEEE 754 half (binary16) to float32 exactly.
+func F16ToF32(h uint16) float32 {
+	sign := uint32(h>>15) << 31
+	exp := uint32(h>>10) & 0x1f
+	mant := uint32(h) & 0x3ff
+	switch {
+	case exp == 0x1f: // inf or NaN
+		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
+	case exp != 0: // normal
+		return math.Float32frombits(sign | (exp+112)<<23 | mant<<13)
+	case mant == 0:
+		return math.Float32frombits(sign)
+	}
+	// subnormal: renormalize
+	e := uint32(113)
+	for mant&0x400 == 0 {
+		mant <<= 1
+		e--
+	}
+	return math.Float32frombits(sign | e<<23 | (mant&0x3ff)<<13)
+}
+
+// BF16ToF32 converts a bfloat16 to float32 exactly.
+func BF16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
+
+// F32ToF16 rounds a float32 to the nearest half (ties to even), saturating to ±inf.
+func F32ToF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp := int32(b>>23) & 0xff
+	mant := b & 0x7fffff
+	if exp == 0xff {
+		if mant != 0 {
+			return sign | 0x7e00
+		}
+		return sign | 0x7c00
+	}
+	e := exp - 127 + 15
+	if e >= 0x1f {
+		return sign | 0x7c00
+	}
+	if e <= 0 {
+		if e < -10 {
+			return sign
+		}
+		mant |= 0x800000
+		shift := uint32(14 - e)
+		half := mant >> shift
+		rem := mant & (1<<shift - 1)
+		mid := uint32(1) << (shift - 1)
+		if rem > mid || (rem == mid && half&1 == 1) {
+			half++
+		}
+		return sign | uint16(half)
+	}
+	half := uint32(e)<<10 | mant>>13
+	rem := mant & 0x1fff
+	if rem > 0x1000 || (rem == 0x1000 && half&1 == 1) {
+		half++
+	}
+	return sign | uint16(half)
+}
+
+// F32ToBF16 rounds a float32 to the nearest bfloat16 (ties to even).
+func F32ToBF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	if b&0x7fffffff > 0x7f800000 {
+		return uint16(b>>16) | 0x40
+	}
+	return uint16((b + 0x7fff + (b>>16)&1) >> 16)
+}

@@ -1,0 +1,97 @@
+package cpu
+
+import "math"
+
+// RMSNorm writes y = x / sqrt(mean(x²) + eps) · w for every n-wide row of x
+// (n = len(w)). The sum of squares accumulates in float64.
+func RMSNorm(y, x, w []float32, eps float32) {
+	n := len(w)
+	for r := 0; r+n <= len(x); r += n {
+		xr, yr := x[r:r+n], y[r:r+n]
+		var ss float64
+		for _, v := range xr {
+			ss += float64(v) * float64(v)
+		}
+		// transformers: hidden * torch.rsqrt(variance + eps), all float32.
+		inv := float32(1 / math.Sqrt(float64(float32(ss/float64(n))+eps)))
+		for i, v := range xr {
+			yr[i] = w[i] * (v * inv)
+		}
+	}
+}
+
+// RoPE rotates each head of x (rows of heads·headDim) in place for positions
+// pos, pos+1, … (one per row), pairing element j with j+rot/2 (rotate_half).
+// cos/sin are computed in float32 from the float32 angle float32(p)·invFreq[j], as
+// transformers does. Elements past rot = 2·len(invFreq) are left alone.
+func RoPE(x []float32, cols, headDim, pos int, invFreq []float32, scale float32) {
+	half := len(invFreq)
+	for r := 0; r*cols < len(x); r++ {
+		p := float32(pos + r)
+		row := x[r*cols : (r+1)*cols]
+		for j, f := range invFreq {
+			a := float64(p * f)
+			c, s := float32(math.Cos(a))*scale, float32(math.Sin(a))*scale
+			for h := 0; h < cols; h += headDim {
+				x0, x1 := row[h+j], row[h+j+half]
+				row[h+j] = x0*c - x1*s
+				row[h+j+half] = x1*c + x0*s
+			}
+		}
+	}
+}
+
+// Attention computes causal grouped-query attention for one query row and one
+// query head: out (Dh) = softmax(scale·q·Kᵀ over keys [lo, hi)) · V, reading key j
+// at k[j*stride + off : …+Dh]. scores must hold hi-lo floats. softcap > 0 applies
+// softcap·tanh(s/softcap) to each scaled score.
+func Attention(out, q, k, v []float32, stride, off, lo, hi int, scale, softcap float32, scores []float32) {
+	dh := len(q)
+	scores = scores[:hi-lo]
+	mx := float32(math.Inf(-1))
+	for j := lo; j < hi; j++ {
+		s := Dot(q, k[j*stride+off:j*stride+off+dh]) * scale
+		if softcap > 0 {
+			s = softcap * float32(math.Tanh(float64(s/softcap)))
+		}
+		scores[j-lo] = s
+		mx = max(mx, s)
+	}
+	var sum float32
+	for i, s := range scores {
+		e := float32(math.Exp(float64(s - mx)))
+		scores[i] = e
+		sum += e
+	}
+	clear(out)
+	inv := 1 / sum
+	for j := lo; j < hi; j++ {
+		p := scores[j-lo] * inv
+		vr := v[j*stride+off : j*stride+off+dh]
+		for i := range out {
+			out[i] += p * vr[i]
+		}
+	}
+}
+
+// SiLU returns x·σ(x).
+func SiLU(x float32) float32 { return x / (1 + float32(math.Exp(float64(-x)))) }
+
+// GELUTanh is the tanh approximation of GELU (PyTorch approximate="tanh").
+func GELUTanh(x float32) float32 {
+	const c = 0.7978845608028654 // √(2/π)
+	x64 := float64(x)
+	return float32(0.5 * x64 * (1 + math.Tanh(c*(x64+0.044715*x64*x64*x64))))
+}
+
+// GELU is the exact, erf-based GELU.
+func GELU(x float32) float32 {
+	return float32(0.5 * float64(x) * (1 + math.Erf(float64(x)/math.Sqrt2)))
+}
+
+// Softcap applies x = c·tanh(x/c) in place.
+func Softcap(x []float32, c float32) {
+	for i, v := range x {
+		x[i] = c * float32(math.Tanh(float64(v/c)))
+	}
+}

@@ -1,0 +1,235 @@
+package kernels
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/ingot-llm/ingot/kernels/cpu"
+)
+
+// CPU is the pure-Go backend: the reference every other backend is checked against.
+// Activations are host f32 tensors; Upload attaches a [cpu.Weight] view to weight
+// tensors (no copy). Ops run synchronously, parallel over a persistent worker pool,
+// and allocate nothing.
+type CPU struct {
+	pool    *cpu.Pool
+	scratch chan []float32 // one attention score buffer per thread
+	attn    attnTask
+}
+
+// NewCPU returns a CPU backend running on threads goroutines (≤ 0: all CPUs).
+func NewCPU(threads int) *CPU {
+	p := cpu.NewPool(threads)
+	c := &CPU{pool: p, scratch: make(chan []float32, p.Threads())}
+	for range p.Threads() {
+		c.scratch <- nil
+	}
+	return c
+}
+
+// Name returns "cpu".
+func (c *CPU) Name() string { return "cpu" }
+
+// Threads returns the number of threads ops run on.
+func (c *CPU) Threads() int { return c.pool.Threads() }
+
+// New returns a zeroed f32 host tensor.
+func (c *CPU) New(shape ...int) *Tensor {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	return FromF32(make([]float32, n), shape...)
+}
+
+// Upload checks a host tensor and attaches its [cpu.Weight] view. It copies nothing.
+func (c *CPU) Upload(t *Tensor) (*Tensor, error) {
+	w, err := hostWeight(t)
+	if err != nil {
+		return nil, err
+	}
+	t.Buf = w
+	return t, nil
+}
+
+// hostWeight views a 1-D or 2-D host tensor as a cpu.Weight (a 1-D tensor is one row).
+func hostWeight(t *Tensor) (*cpu.Weight, error) {
+	n, k := 1, t.Shape[len(t.Shape)-1]
+	if len(t.Shape) == 2 {
+		n = t.Shape[0]
+	} else if len(t.Shape) != 1 {
+		return nil, fmt.Errorf("kernels: upload: weight of shape %v is not 1-D or 2-D", t.Shape)
+	}
+	if want := n * t.DType.RowBytes(k); len(t.Data) != want {
+		return nil, fmt.Errorf("kernels: upload: %s%v tensor has %d bytes, want %d", t.DType, t.Shape, len(t.Data), want)
+	}
+	w := &cpu.Weight{N: n, K: k}
+	switch t.DType {
+	case DTypeF32:
+		w.Format, w.F32 = cpu.FormatF32, t.F32()
+	case DTypeF16:
+		w.Format, w.U16 = cpu.FormatF16, t.U16()
+	case DTypeBF16:
+		w.Format, w.U16 = cpu.FormatBF16, t.U16()
+	default:
+		g := t.GroupSize
+		if g <= 0 || k%g != 0 || (k*t.DType.Bits())%32 != 0 {
+			return nil, fmt.Errorf("kernels: upload: %s%v: group size %d does not divide the %d columns into whole words", t.DType, t.Shape, g, k)
+		}
+		if t.Scales == nil || t.Biases == nil || t.Scales.Len() != n*k/g || t.Biases.Len() != n*k/g ||
+			t.Scales.DType != DTypeF32 || t.Biases.DType != DTypeF32 {
+			return nil, fmt.Errorf("kernels: upload: %s%v: scales and biases must be f32 with %d elements", t.DType, t.Shape, n*k/g)
+		}
+		w.Format = cpu.FormatQ
+		w.Q = &cpu.QMatrix{Bits: t.DType.Bits(), GroupSize: g, W: t.U32(), Scales: t.Scales.F32(), Biases: t.Biases.F32()}
+	}
+	return w, nil
+}
+
+func weightOf(op string, t *Tensor) *cpu.Weight {
+	w, ok := t.Buf.(*cpu.Weight)
+	if !ok {
+		panic(fmt.Sprintf("kernels: %s: weight %s%v was not uploaded to the cpu backend", op, t.DType, t.Shape))
+	}
+	return w
+}
+
+// Download copies src into dst.
+func (c *CPU) Download(dst []float32, src *Tensor) error {
+	copy(dst, src.F32())
+	return nil
+}
+
+// Embed gathers rows of table (V, D) for tokens into dst (L, D) and multiplies them
+// by scale. Token ids out of range panic (callers validate ids against V).
+func (c *CPU) Embed(dst, table *Tensor, tokens []int32, scale float32) {
+	w := weightOf("Embed", table)
+	mustShape("Embed", "dst", dst, len(tokens), w.K)
+	d := dst.F32()
+	for i, tok := range tokens {
+		row := d[i*w.K : (i+1)*w.K]
+		w.Row(row, int(tok))
+		if scale != 1 {
+			for j := range row {
+				row[j] *= scale
+			}
+		}
+	}
+}
+
+// RMSNorm normalizes every len(w)-wide row of x into dst.
+func (c *CPU) RMSNorm(dst, x, w *Tensor, eps float32) {
+	if dst.Len() != x.Len() || x.Len()%w.Len() != 0 {
+		panic(fmt.Sprintf("kernels: RMSNorm: dst %v, x %v, w %v", dst.Shape, x.Shape, w.Shape))
+	}
+	cpu.RMSNorm(dst.F32(), x.F32(), weightOf("RMSNorm", w).F32, eps)
+}
+
+// MatMul computes dst (L, N) = x (L, K) · wᵀ.
+func (c *CPU) MatMul(dst, x, w *Tensor) {
+	wt := weightOf("MatMul", w)
+	L := x.NumRows()
+	mustShape("MatMul", "x", x, L, wt.K)
+	mustShape("MatMul", "dst", dst, L, wt.N)
+	c.pool.MatMul(dst.F32(), x.F32(), L, wt)
+}
+
+// Add computes dst = a + b, where b has a's shape or is one row broadcast over a's rows.
+func (c *CPU) Add(dst, a, b *Tensor) {
+	d, x, y := dst.F32(), a.F32(), b.F32()
+	if len(d) != len(x) || len(y) == 0 || len(x)%len(y) != 0 || (len(y) != len(x) && len(y) != a.Cols()) {
+		panic(fmt.Sprintf("kernels: Add: dst %v, a %v, b %v", dst.Shape, a.Shape, b.Shape))
+	}
+	n := len(y)
+	for i := range d {
+		d[i] = x[i] + y[i%n]
+	}
+}
+
+// RoPE rotates x (L, heads·Dh) in place for positions [pos, pos+L).
+func (c *CPU) RoPE(x *Tensor, pos int, p *RoPE) {
+	if x.Cols()%p.HeadDim != 0 || 2*len(p.InvFreq) != p.RotaryDim || p.RotaryDim > p.HeadDim {
+		panic(fmt.Sprintf("kernels: RoPE: x %v with head dim %d, rotary dim %d, %d frequencies", x.Shape, p.HeadDim, p.RotaryDim, len(p.InvFreq)))
+	}
+	cpu.RoPE(x.F32(), x.Cols(), p.HeadDim, pos, p.InvFreq, p.Scale)
+}
+
+// Attention runs causal GQA; see [AttnParams].
+func (c *CPU) Attention(dst, q, k, v *Tensor, pos int, p *AttnParams) {
+	L := q.NumRows()
+	qw, kw := p.Heads*p.HeadDim, p.KVHeads*p.HeadDim
+	mustShape("Attention", "q", q, L, qw)
+	mustShape("Attention", "dst", dst, L, qw)
+	if k.Cols() != kw || v.Cols() != kw || k.NumRows() < pos+L || v.NumRows() < pos+L || p.Heads%p.KVHeads != 0 {
+		panic(fmt.Sprintf("kernels: Attention: k %v, v %v for pos %d, L %d, %d/%d heads of %d", k.Shape, v.Shape, pos, L, p.Heads, p.KVHeads, p.HeadDim))
+	}
+	c.attn = attnTask{c: c, dst: dst.F32(), q: q.F32(), k: k.F32(), v: v.F32(), pos: pos, p: p}
+	c.pool.Run(L*p.Heads, 1, &c.attn)
+}
+
+type attnTask struct {
+	c      *CPU
+	dst, q []float32
+	k, v   []float32
+	pos    int
+	p      *AttnParams
+}
+
+func (t *attnTask) Do(lo, hi int) {
+	p := t.p
+	n := t.pos + (hi-1)/p.Heads + 1 // keys the last row of this range sees
+	scores := <-t.c.scratch
+	if cap(scores) < n {
+		scores = make([]float32, n+n/4)
+	}
+	dh, group := p.HeadDim, p.Heads/p.KVHeads
+	for i := lo; i < hi; i++ {
+		l, h := i/p.Heads, i%p.Heads
+		end := t.pos + l + 1
+		start := 0
+		if p.Window > 0 {
+			start = max(0, end-p.Window)
+		}
+		o := (l*p.Heads + h) * dh
+		cpu.Attention(t.dst[o:o+dh], t.q[o:o+dh], t.k, t.v, p.KVHeads*dh, (h/group)*dh, start, end, p.Scale, p.Softcap, scores)
+	}
+	t.c.scratch <- scores
+}
+
+// GLU computes dst = act(gate)·up elementwise.
+func (c *CPU) GLU(dst, gate, up *Tensor, act Act) {
+	d, g, u := dst.F32(), gate.F32(), up.F32()
+	if len(d) != len(g) || len(g) != len(u) {
+		panic(fmt.Sprintf("kernels: GLU: dst %v, gate %v, up %v", dst.Shape, gate.Shape, up.Shape))
+	}
+	f := cpu.SiLU
+	switch act {
+	case ActGELUTanh:
+		f = cpu.GELUTanh
+	case ActGELU:
+		f = cpu.GELU
+	}
+	for i := range d {
+		d[i] = f(g[i]) * u[i]
+	}
+}
+
+// Softcap applies x = c·tanh(x/c) in place.
+func (c *CPU) Softcap(x *Tensor, cap float32) { cpu.Softcap(x.F32(), cap) }
+
+// CopyRows copies src's rows into dst starting at row.
+func (c *CPU) CopyRows(dst, src *Tensor, row int) {
+	if src.Cols() != dst.Cols() || row < 0 || row+src.NumRows() > dst.NumRows() {
+		panic(fmt.Sprintf("kernels: CopyRows: src %v into dst %v at row %d", src.Shape, dst.Shape, row))
+	}
+	copy(dst.F32()[row*dst.Cols():], src.F32())
+}
+
+// Sync returns ctx's error, if any: CPU ops have already completed.
+func (c *CPU) Sync(ctx context.Context) error { return ctx.Err() }
+
+// Close stops the worker pool.
+func (c *CPU) Close() error {
+	c.pool.Close()
+	return nil
+}

@@ -1,0 +1,193 @@
+package kernels
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// DType is the element type of a [Tensor].
+type DType uint8
+
+// The element types. Q2…Q8 are MLX "affine" quantization: each group of
+// Tensor.GroupSize consecutive input elements has a scale and a bias, and
+// w = scale·q + bias with q the unsigned code (codes packed little end first into
+// uint32 words).
+const (
+	DTypeF32 DType = iota
+	DTypeF16
+	DTypeBF16
+	DTypeQ2
+	DTypeQ3
+	DTypeQ4
+	DTypeQ5
+	DTypeQ6
+	DTypeQ8
+)
+
+var dtypeNames = [...]string{"f32", "f16", "bf16", "q2", "q3", "q4", "q5", "q6", "q8"}
+
+// String returns the short name used in kernel names and flags ("f32", "q4", …).
+func (d DType) String() string {
+	if int(d) < len(dtypeNames) {
+		return dtypeNames[d]
+	}
+	return fmt.Sprintf("dtype(%d)", uint8(d))
+}
+
+// Quantized reports whether d is an affine-quantized type.
+func (d DType) Quantized() bool { return d >= DTypeQ2 && d <= DTypeQ8 }
+
+// Bits returns the bits per element: 32, 16, or the quantization width.
+func (d DType) Bits() int {
+	switch d {
+	case DTypeF32:
+		return 32
+	case DTypeF16, DTypeBF16:
+		return 16
+	case DTypeQ2:
+		return 2
+	case DTypeQ3:
+		return 3
+	case DTypeQ4:
+		return 4
+	case DTypeQ5:
+		return 5
+	case DTypeQ6:
+		return 6
+	case DTypeQ8:
+		return 8
+	}
+	panic(fmt.Sprintf("kernels: unknown dtype %d", d))
+}
+
+// QuantDType returns the affine type with the given bits, or false.
+func QuantDType(bits int) (DType, bool) {
+	switch bits {
+	case 2:
+		return DTypeQ2, true
+	case 3:
+		return DTypeQ3, true
+	case 4:
+		return DTypeQ4, true
+	case 5:
+		return DTypeQ5, true
+	case 6:
+		return DTypeQ6, true
+	case 8:
+		return DTypeQ8, true
+	}
+	return 0, false
+}
+
+// RowBytes returns the bytes one row of cols elements occupies. For quantized types
+// it is the packed codes only (cols·bits/8, a whole number of uint32 words).
+func (d DType) RowBytes(cols int) int { return cols * d.Bits() / 8 }
+
+// A Tensor is a row-major array on some device. Shape is the logical shape; a
+// quantized tensor's Shape is that of the dequantized matrix (rows, cols), its
+// Data holds the packed codes and Scales/Biases (rows, cols/GroupSize) hold the
+// per-group parameters as f32.
+//
+// Data holds the bytes on the host (little-endian) for the CPU backend and for
+// weights before upload; Buf and Off name device storage for GPU backends.
+// Tensors made by [Tensor.Rows] share storage with their parent.
+type Tensor struct {
+	DType DType
+	Shape []int
+	Data  []byte
+
+	Scales, Biases *Tensor // affine quantization only
+	GroupSize      int     // affine quantization only
+
+	Buf any // device storage, owned by the backend that made the tensor
+	Off int // byte offset of element 0 in Buf
+}
+
+// Len returns the number of elements.
+func (t *Tensor) Len() int {
+	n := 1
+	for _, d := range t.Shape {
+		n *= d
+	}
+	return n
+}
+
+// Cols returns the size of the last (contiguous) dimension.
+func (t *Tensor) Cols() int { return t.Shape[len(t.Shape)-1] }
+
+// NumRows returns the product of all but the last dimension.
+func (t *Tensor) NumRows() int { return t.Len() / t.Cols() }
+
+// Rows returns the view of rows [r0, r1) of a 2-D tensor. It shares storage.
+func (t *Tensor) Rows(r0, r1 int) *Tensor {
+	if len(t.Shape) != 2 || r0 < 0 || r1 < r0 || r1 > t.Shape[0] {
+		panic(fmt.Sprintf("kernels: Rows(%d, %d) of shape %v", r0, r1, t.Shape))
+	}
+	rb := t.DType.RowBytes(t.Shape[1])
+	v := &Tensor{DType: t.DType, Shape: []int{r1 - r0, t.Shape[1]}, GroupSize: t.GroupSize}
+	if t.Data != nil { // a host tensor: the view is a host tensor too, to be uploaded itself
+		v.Data = t.Data[r0*rb : r1*rb]
+	} else {
+		v.Buf, v.Off = t.Buf, t.Off+r0*rb
+	}
+	if t.Scales != nil {
+		v.Scales, v.Biases = t.Scales.Rows(r0, r1), t.Biases.Rows(r0, r1)
+	}
+	return v
+}
+
+// F32 returns the host data of an f32 tensor as a []float32 view (no copy).
+func (t *Tensor) F32() []float32 {
+	if t.DType != DTypeF32 {
+		panic("kernels: F32 of " + t.DType.String() + " tensor")
+	}
+	return bytesAs[float32](t.Data)
+}
+
+// U16 returns the host data of an f16 or bf16 tensor as a []uint16 view.
+func (t *Tensor) U16() []uint16 { return bytesAs[uint16](t.Data) }
+
+// U32 returns the host data of a quantized tensor's packed codes as a []uint32 view.
+func (t *Tensor) U32() []uint32 { return bytesAs[uint32](t.Data) }
+
+// bytesAs reinterprets b as a slice of T. b must be aligned for T; Go's allocator
+// and mmap guarantee that, and the safetensors loader copies misaligned tensors.
+func bytesAs[T any](b []byte) []T {
+	var z T
+	sz := int(unsafe.Sizeof(z))
+	if len(b) == 0 {
+		return nil
+	}
+	if uintptr(unsafe.Pointer(&b[0]))%uintptr(unsafe.Alignof(z)) != 0 {
+		panic("kernels: misaligned tensor data")
+	}
+	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), len(b)/sz)
+}
+
+// Aligned reports whether b may be viewed as elements of size n bytes.
+func Aligned(b []byte, n int) bool {
+	return len(b) == 0 || uintptr(unsafe.Pointer(&b[0]))%uintptr(n) == 0
+}
+
+// FromF32 wraps a float32 slice as a host f32 tensor of the given shape (no copy).
+func FromF32(x []float32, shape ...int) *Tensor {
+	t := &Tensor{DType: DTypeF32, Shape: shape}
+	if t.Len() != len(x) {
+		panic(fmt.Sprintf("kernels: FromF32: %d elements for shape %v", len(x), shape))
+	}
+	if len(x) > 0 {
+		t.Data = unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*len(x))
+	}
+	return t
+}
+
+func mustShape(op, arg string, t *Tensor, shape ...int) {
+	if len(t.Shape) != len(shape) {
+		panic(fmt.Sprintf("kernels: %s: %s has shape %v, want %v", op, arg, t.Shape, shape))
+	}
+	for i := range shape {
+		if t.Shape[i] != shape[i] {
+			panic(fmt.Sprintf("kernels: %s: %s has shape %v, want %v", op, arg, t.Shape, shape))
+		}
+	}
+}

@@ -1,0 +1,275 @@
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/ingot-llm/ingot/kernels"
+)
+
+// llama is the Llama-family decoder: Llama 2/3, Mistral, Qwen2/3, Gemma, Gemma 2
+// and Phi-3, told apart by [arch] switches and config.json.
+type llama struct {
+	cfg    *Config
+	arch   arch
+	act    kernels.Act
+	rope   *kernels.RoPE
+	embed  *kernels.Tensor // model.embed_tokens.weight (V, D)
+	scale  float32         // embedding multiplier: √D for Gemma, else 1
+	layers []layer
+	norm   *kernels.Tensor // model.norm.weight (D)
+	head   *kernels.Tensor // lm_head.weight (V, D), or embed when tied
+	attn   []kernels.AttnParams
+}
+
+// layer holds one decoder block's weights. Comments give the HF tensor name and shape.
+type layer struct {
+	attnNorm       *kernels.Tensor // model.layers.{i}.input_layernorm.weight (D)
+	wq, wk, wv, wo *kernels.Tensor // ….self_attn.{q,k,v,o}_proj.weight (H·Dh|Hkv·Dh, D), o: (D, H·Dh)
+	bq, bk, bv, bo *kernels.Tensor // ….{q,k,v,o}_proj.bias; nil unless biased
+	qNorm, kNorm   *kernels.Tensor // ….self_attn.{q,k}_norm.weight (Dh); Qwen3 only
+	postAttnNorm   *kernels.Tensor // ….post_attention_layernorm.weight (D); Gemma 2 only
+	mlpNorm        *kernels.Tensor // ….post_attention_layernorm (pre_feedforward_layernorm for Gemma 2) (D)
+	postMLPNorm    *kernels.Tensor // ….post_feedforward_layernorm.weight (D); Gemma 2 only
+	gate, up, down *kernels.Tensor // ….mlp.{gate,up,down}_proj.weight (F, D), (F, D), (D, F)
+	bg, bu, bd     *kernels.Tensor // ….mlp.{gate,up,down}_proj.bias; nil unless mlp_bias
+}
+
+// newLlama loads every weight through l, checking shapes against the config.
+func newLlama(c *Config, a arch, l *loader) (*llama, error) {
+	act := c.Activation()
+	if c.HiddenAct == "" && c.HiddenActivation == "" {
+		act = a.defaultAct
+	}
+	if a.gemma && c.HiddenActivation == "" && act == "gelu" {
+		act = "gelu_pytorch_tanh" // transformers' Gemma uses the tanh approximation for legacy "gelu"
+	}
+	kact, err := kernels.ParseAct(act)
+	if err != nil {
+		return nil, fmt.Errorf("model: config.json: hidden_act: %w", err)
+	}
+	rope, err := newRoPE(c)
+	if err != nil {
+		return nil, err
+	}
+	m := &llama{cfg: c, arch: a, act: kact, rope: rope, scale: 1}
+	if a.gemma {
+		m.scale = float32(math.Sqrt(float64(c.HiddenSize)))
+	}
+	D, F, V := c.HiddenSize, c.IntermediateSize, c.VocabSize
+	H, Hkv, Dh := c.NumHeads, c.NumKVHeads, c.HeadDim
+	if m.embed, err = l.matrix("model.embed_tokens", V, D); err != nil {
+		return nil, err
+	}
+	norm := func(name string, n int) (*kernels.Tensor, error) { return l.vector(name, n, a.gemma) }
+	bias := func(module string, n int) (*kernels.Tensor, error) { return l.vector(module+".bias", n, false) }
+
+	m.layers = make([]layer, c.NumLayers)
+	for i := range m.layers {
+		ly, p := &m.layers[i], fmt.Sprintf("model.layers.%d.", i)
+		load := func(dst **kernels.Tensor, module string, rows, cols int) {
+			if err == nil {
+				*dst, err = l.matrix(p+module, rows, cols)
+			}
+		}
+		vec := func(dst **kernels.Tensor, f func(string, int) (*kernels.Tensor, error), name string, n int) {
+			if err == nil {
+				*dst, err = f(p+name, n)
+			}
+		}
+		vec(&ly.attnNorm, norm, "input_layernorm.weight", D)
+		if a.fusedPhi3 {
+			err = m.loadPhi3(ly, l, p)
+		} else {
+			load(&ly.wq, "self_attn.q_proj", H*Dh, D)
+			load(&ly.wk, "self_attn.k_proj", Hkv*Dh, D)
+			load(&ly.wv, "self_attn.v_proj", Hkv*Dh, D)
+			load(&ly.gate, "mlp.gate_proj", F, D)
+			load(&ly.up, "mlp.up_proj", F, D)
+		}
+		load(&ly.wo, "self_attn.o_proj", D, H*Dh)
+		load(&ly.down, "mlp.down_proj", D, F)
+		if a.qkvBias || c.AttentionBias {
+			vec(&ly.bq, bias, "self_attn.q_proj", H*Dh)
+			vec(&ly.bk, bias, "self_attn.k_proj", Hkv*Dh)
+			vec(&ly.bv, bias, "self_attn.v_proj", Hkv*Dh)
+		}
+		if c.AttentionBias && !a.qkvBias {
+			vec(&ly.bo, bias, "self_attn.o_proj", D)
+		}
+		if c.MLPBias {
+			vec(&ly.bg, bias, "mlp.gate_proj", F)
+			vec(&ly.bu, bias, "mlp.up_proj", F)
+			vec(&ly.bd, bias, "mlp.down_proj", D)
+		}
+		if a.qkNorm {
+			vec(&ly.qNorm, norm, "self_attn.q_norm.weight", Dh)
+			vec(&ly.kNorm, norm, "self_attn.k_norm.weight", Dh)
+		}
+		if a.sandwich {
+			vec(&ly.postAttnNorm, norm, "post_attention_layernorm.weight", D)
+			vec(&ly.mlpNorm, norm, "pre_feedforward_layernorm.weight", D)
+			vec(&ly.postMLPNorm, norm, "post_feedforward_layernorm.weight", D)
+		} else {
+			vec(&ly.mlpNorm, norm, "post_attention_layernorm.weight", D)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w (layer %d)", err, i)
+		}
+	}
+	if m.norm, err = norm("model.norm.weight", D); err != nil {
+		return nil, err
+	}
+	tied := !l.has("lm_head.weight") || (c.TieEmbeddings != nil && *c.TieEmbeddings)
+	if tied {
+		m.head = m.embed
+	} else if m.head, err = l.matrix("lm_head", V, D); err != nil {
+		return nil, err
+	}
+
+	scale := float32(1 / math.Sqrt(float64(Dh)))
+	if c.QueryPreAttnScalar > 0 {
+		scale = float32(1 / math.Sqrt(c.QueryPreAttnScalar))
+	}
+	m.attn = make([]kernels.AttnParams, c.NumLayers)
+	for i := range m.attn {
+		m.attn[i] = kernels.AttnParams{Heads: H, KVHeads: Hkv, HeadDim: Dh, Scale: scale,
+			Window: c.windowOf(i), Softcap: float32(c.AttnSoftcap)}
+	}
+	return m, nil
+}
+
+// loadPhi3 splits Phi-3's fused projections into row views (no copy):
+// qkv_proj (H·Dh + 2·Hkv·Dh, D) and gate_up_proj (2F, D), gate first.
+func (m *llama) loadPhi3(ly *layer, l *loader, p string) error {
+	c := m.cfg
+	D, F := c.HiddenSize, c.IntermediateSize
+	q, kv := c.NumHeads*c.HeadDim, c.NumKVHeads*c.HeadDim
+	qkv, err := l.hostMatrix(p+"self_attn.qkv_proj", q+2*kv, D)
+	if err != nil {
+		return err
+	}
+	gu, err := l.hostMatrix(p+"mlp.gate_up_proj", 2*F, D)
+	if err != nil {
+		return err
+	}
+	for _, s := range []struct {
+		dst    **kernels.Tensor
+		t      *kernels.Tensor
+		r0, r1 int
+		name   string
+	}{
+		{&ly.wq, qkv, 0, q, "self_attn.qkv_proj"}, {&ly.wk, qkv, q, q + kv, "self_attn.qkv_proj"}, {&ly.wv, qkv, q + kv, q + 2*kv, "self_attn.qkv_proj"},
+		{&ly.gate, gu, 0, F, "mlp.gate_up_proj"}, {&ly.up, gu, F, 2 * F, "mlp.gate_up_proj"},
+	} {
+		if *s.dst, err = l.upload(p+s.name+".weight", s.t.Rows(s.r0, s.r1)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// acts holds every activation of one forward call of up to cap(L) tokens, so a
+// step allocates nothing (llama2.c's RunState). Views for a shorter L are cut once.
+type acts struct {
+	L         int
+	x, h      *kernels.Tensor // (L, D) residual stream, normed / block output
+	q, att    *kernels.Tensor // (L, H·Dh)
+	k, v      *kernels.Tensor // (L, Hkv·Dh)
+	qh, kh    *kernels.Tensor // q, k viewed as (L·H, Dh), (L·Hkv, Dh) for the Qwen3 per-head norm
+	g, u      *kernels.Tensor // (L, F)
+	last      *kernels.Tensor // (1, D) final norm of the last token
+	lastX     *kernels.Tensor // (1, D) view of x's last row
+	logits    *kernels.Tensor // (1, V)
+	hostLogit []float32       // (V) logits on the host
+}
+
+func newActs(b kernels.Backend, c *Config, L int) *acts {
+	D, F, V := c.HiddenSize, c.IntermediateSize, c.VocabSize
+	qw, kw := c.NumHeads*c.HeadDim, c.NumKVHeads*c.HeadDim
+	s := &acts{L: L,
+		x: b.New(L, D), h: b.New(L, D), q: b.New(L, qw), att: b.New(L, qw),
+		k: b.New(L, kw), v: b.New(L, kw), g: b.New(L, F), u: b.New(L, F),
+		last: b.New(1, D), logits: b.New(1, V), hostLogit: make([]float32, V),
+	}
+	s.cut()
+	return s
+}
+
+// rows returns a view of s for the first L rows (L ≤ s.L).
+func (s *acts) rows(L int) *acts {
+	if L == s.L {
+		return s
+	}
+	v := *s
+	v.L = L
+	for _, t := range []**kernels.Tensor{&v.x, &v.h, &v.q, &v.att, &v.k, &v.v, &v.g, &v.u} {
+		*t = (*t).Rows(0, L)
+	}
+	v.cut()
+	return &v
+}
+
+// cut makes the reshaped and last-row views.
+func (s *acts) cut() {
+	s.lastX = s.x.Rows(s.L-1, s.L)
+	s.qh, s.kh = reshape(s.q), reshape(s.k)
+}
+
+// reshape views an (L, n·Dh) activation as a flat (L·n·Dh) row set; RMSNorm with a
+// (Dh) weight then normalizes each head.
+func reshape(t *kernels.Tensor) *kernels.Tensor {
+	v := *t
+	v.Shape = []int{t.Len()}
+	return &v
+}
+
+// forward runs tokens at positions [pos, pos+L) through the decoder, writes K and V
+// into the cache, and leaves the last token's logits in s.logits.
+func (m *llama) forward(b kernels.Backend, s *acts, c *cache, tokens []int32, pos int) {
+	cfg := m.cfg
+	eps := cfg.RMSNormEps
+	b.Embed(s.x, m.embed, tokens, m.scale) // (L, D)
+	for i := range m.layers {
+		l := &m.layers[i]
+		b.RMSNorm(s.h, s.x, l.attnNorm, eps) // (L, D)
+		linear(b, s.q, s.h, l.wq, l.bq)      // (L, H·Dh)
+		linear(b, s.k, s.h, l.wk, l.bk)      // (L, Hkv·Dh)
+		linear(b, s.v, s.h, l.wv, l.bv)      // (L, Hkv·Dh)
+		if l.qNorm != nil {
+			b.RMSNorm(s.qh, s.qh, l.qNorm, eps) // per head (Dh)
+			b.RMSNorm(s.kh, s.kh, l.kNorm, eps)
+		}
+		b.RoPE(s.q, pos, m.rope)
+		b.RoPE(s.k, pos, m.rope)
+		c.put(b, i, pos, s.k, s.v)
+		b.Attention(s.att, s.q, c.k[i], c.v[i], pos, &m.attn[i]) // (L, H·Dh)
+		linear(b, s.h, s.att, l.wo, l.bo)                        // (L, D)
+		if l.postAttnNorm != nil {
+			b.RMSNorm(s.h, s.h, l.postAttnNorm, eps)
+		}
+		b.Add(s.x, s.x, s.h)                // residual
+		b.RMSNorm(s.h, s.x, l.mlpNorm, eps) // (L, D)
+		linear(b, s.g, s.h, l.gate, l.bg)   // (L, F)
+		linear(b, s.u, s.h, l.up, l.bu)     // (L, F)
+		b.GLU(s.g, s.g, s.u, m.act)         // act(g)·u
+		linear(b, s.h, s.g, l.down, l.bd)   // (L, D)
+		if l.postMLPNorm != nil {
+			b.RMSNorm(s.h, s.h, l.postMLPNorm, eps)
+		}
+		b.Add(s.x, s.x, s.h) // residual
+	}
+	b.RMSNorm(s.last, s.lastX, m.norm, eps) // (1, D): only the last token needs logits
+	b.MatMul(s.logits, s.last, m.head)      // (1, V)
+	if cfg.FinalSoftcap > 0 {
+		b.Softcap(s.logits, float32(cfg.FinalSoftcap))
+	}
+}
+
+// linear computes dst = x·wᵀ (+ bias).
+func linear(b kernels.Backend, dst, x, w, bias *kernels.Tensor) {
+	b.MatMul(dst, x, w)
+	if bias != nil {
+		b.Add(dst, dst, bias)
+	}
+}

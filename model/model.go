@@ -1,0 +1,304 @@
+// Package model loads Llama-family Hugging Face model directories (config.json,
+// *.safetensors) and runs them: a KV cache, batched prefill, token-by-token decode
+// and sampling. It works on token ids; package tokenize turns text into ids, and
+// package ingot (the repository root) joins the two. Ops run on a kernels.Backend;
+// this package never talks to a device directly.
+package model
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/ingot-llm/ingot/kernels"
+)
+
+// ErrUnsupportedArch is returned for an architectures entry ingot does not run.
+var ErrUnsupportedArch = errors.New("model: unsupported architecture")
+
+// Options controls Load. The zero value runs on the CPU with every core and a
+// context window of min(max_position_embeddings, 4096) tokens.
+type Options struct {
+	Backend  kernels.Backend // nil: a CPU backend owned (and closed) by the Model
+	Threads  int             // CPU threads when Backend is nil; 0: all
+	Context  int             // KV cache length in tokens; 0: min(max_position_embeddings, 4096)
+	Batch    int             // prefill chunk in tokens; 0: 512
+	Progress func(float32)   // called with the fraction of weights loaded; may be nil
+}
+
+// A Model is a loaded model with its KV cache. It is not safe for concurrent use.
+type Model struct {
+	Config *Config
+	EOS    []int32 // generation stops on any of these
+
+	b       kernels.Backend
+	ownB    bool
+	files   *weightFiles
+	net     *llama
+	cache   *cache
+	batch   *acts   // prefill state, Batch rows
+	one     *acts   // decode state, 1 row
+	tokens  []int32 // the tokens whose K/V are in the cache, in order
+	weights int64
+}
+
+// Load opens a Hugging Face model directory.
+func Load(ctx context.Context, dir string, o Options) (*Model, error) {
+	cfg, err := loadConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	a, ok := architectures[cfg.Arch()]
+	if !ok {
+		return nil, fmt.Errorf("%w %q in %s/config.json (ingot runs %v)", ErrUnsupportedArch, cfg.Arch(), dir, archNames())
+	}
+	eos, err := loadEOS(dir, cfg)
+	if err != nil {
+		return nil, err
+	}
+	quant, err := parseQuant(cfg)
+	if err != nil {
+		return nil, err
+	}
+	files, err := openWeights(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		files.Close()
+		return nil, err
+	}
+	m := &Model{Config: cfg, EOS: eos, b: o.Backend, files: files}
+	if m.b == nil {
+		m.b, m.ownB = kernels.NewCPU(o.Threads), true
+	}
+	start := time.Now()
+	l := &loader{files: files, b: m.b, quant: quant, used: map[string]bool{}}
+	if !l.has("model.embed_tokens.weight") && l.has("language_model.model.embed_tokens.weight") {
+		l.prefix = "language_model."
+	}
+	if m.net, err = newLlama(cfg, a, l); err != nil {
+		m.Close()
+		return nil, err
+	}
+	if un := l.unused(); len(un) > 0 {
+		slices.Sort(un)
+		slog.Warn("model: unused tensors", "count", len(un), "first", un[0])
+	}
+	m.weights = l.bytes
+	n := o.Context
+	if n <= 0 {
+		n = 4096
+		if cfg.MaxPositions > 0 {
+			n = min(n, cfg.MaxPositions)
+		}
+	}
+	batch := o.Batch
+	if batch <= 0 {
+		batch = 512
+	}
+	m.cache = newCache(m.b, cfg, n)
+	m.batch = newActs(m.b, cfg, min(batch, n))
+	m.one = newActs(m.b, cfg, 1)
+	if o.Progress != nil {
+		o.Progress(1)
+	}
+	slog.Info("model loaded", "arch", cfg.Arch(), "layers", cfg.NumLayers, "weight_bytes", m.weights,
+		"context", n, "backend", m.b.Name(), "took", time.Since(start))
+	return m, nil
+}
+
+func archNames() []string {
+	var s []string
+	for k := range architectures {
+		s = append(s, k)
+	}
+	slices.Sort(s)
+	return s
+}
+
+// Close releases the weights and, if the Model made it, the backend.
+func (m *Model) Close() error {
+	var err error
+	if m.ownB && m.b != nil {
+		err = m.b.Close()
+	}
+	if m.files != nil {
+		err = errors.Join(err, m.files.Close())
+	}
+	return err
+}
+
+// Backend returns the backend the model runs on.
+func (m *Model) Backend() kernels.Backend { return m.b }
+
+// ContextSize returns the KV cache length in tokens.
+func (m *Model) ContextSize() int { return m.cache.maxSeq }
+
+// CacheBytes returns the size of the KV cache in bytes.
+func (m *Model) CacheBytes() int64 { return m.cache.bytes }
+
+// WeightBytes returns the bytes of weights the model reads per token.
+func (m *Model) WeightBytes() int64 { return m.weights }
+
+// Cached returns the tokens whose keys and values are in the cache.
+func (m *Model) Cached() []int32 { return m.tokens }
+
+// Truncate drops cached tokens from position n on (n ≥ 0). A later call reuses the
+// rest as a prompt prefix.
+func (m *Model) Truncate(n int) {
+	n = min(max(n, 0), len(m.tokens))
+	m.tokens = m.tokens[:n]
+	m.cache.truncate(n)
+}
+
+// Forward appends tokens to the cache (running them at positions [len(Cached()),
+// …)) and returns the logits (V) after the last one. The slice is reused by the next
+// call. Prompts longer than the batch run in chunks.
+func (m *Model) Forward(ctx context.Context, tokens []int32) ([]float32, error) {
+	if len(tokens) == 0 {
+		return nil, errors.New("model: no tokens to run")
+	}
+	pos := len(m.tokens)
+	if pos+len(tokens) > m.cache.maxSeq {
+		return nil, fmt.Errorf("model: %d tokens at position %d do not fit the context window of %d tokens", len(tokens), pos, m.cache.maxSeq)
+	}
+	V := int32(m.Config.VocabSize)
+	for i, t := range tokens {
+		if t < 0 || t >= V {
+			return nil, fmt.Errorf("model: token %d (at %d) is outside the vocabulary of %d", t, i, V)
+		}
+	}
+	s := m.one
+	for len(tokens) > 0 {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		n := min(len(tokens), m.batch.L)
+		if n > 1 {
+			s = m.batch.rows(n)
+		} else {
+			s = m.one
+		}
+		m.net.forward(m.b, s, m.cache, tokens[:n], pos)
+		m.tokens = append(m.tokens, tokens[:n]...)
+		pos += n
+		tokens = tokens[n:]
+	}
+	if err := m.b.Download(s.hostLogit, s.logits); err != nil {
+		return nil, err
+	}
+	return s.hostLogit, nil
+}
+
+// step runs one decode token; it allocates nothing (after the cache's token list
+// has grown to capacity).
+func (m *Model) step(tok int32) ([]float32, error) {
+	pos := len(m.tokens)
+	if pos >= m.cache.maxSeq {
+		return nil, fmt.Errorf("model: context window of %d tokens is full", m.cache.maxSeq)
+	}
+	m.net.forward(m.b, m.one, m.cache, []int32{tok}, pos)
+	m.tokens = append(m.tokens, tok)
+	if err := m.b.Download(m.one.hostLogit, m.one.logits); err != nil {
+		return nil, err
+	}
+	return m.one.hostLogit, nil
+}
+
+// Token is one generated token.
+type Token struct {
+	ID      int32
+	Logprob float32 // ln p(ID) under the raw model distribution (before any sampling transform)
+}
+
+// Stop says why generation ended.
+type Stop string
+
+const (
+	StopEOS    Stop = "eos"    // an EOS id was sampled
+	StopLength Stop = "length" // MaxTokens reached or the context window is full
+	StopCaller Stop = "stop"   // the emit callback asked to stop (e.g. a stop string)
+)
+
+// Result describes one Generate call.
+type Result struct {
+	Tokens         []Token
+	Stop           Stop
+	PromptTokens   int           // tokens in the prompt
+	PromptEval     int           // prompt tokens actually run (the rest came from the cache)
+	PromptDuration time.Duration // prefill time
+	DecodeSteps    int           // decode forwards run (generated tokens after the first)
+	DecodeDuration time.Duration // time in decode forwards and sampling
+}
+
+// PromptTokPerSec is the prefill throughput.
+func (r *Result) PromptTokPerSec() float64 { return rate(r.PromptEval, r.PromptDuration) }
+
+// DecodeTokPerSec is the decode throughput.
+func (r *Result) DecodeTokPerSec() float64 { return rate(r.DecodeSteps, r.DecodeDuration) }
+
+func rate(n int, d time.Duration) float64 {
+	if n == 0 || d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+// Generate continues prompt, calling emit with each token as it is produced (emit
+// returning false stops with [StopCaller]). The cached prefix shared with prompt
+// is reused and only the rest is prefilled. Cancelling ctx stops within one token;
+// the partial result is returned with ctx's error.
+func (m *Model) Generate(ctx context.Context, prompt []int32, o GenerateOptions, emit func(Token) bool) (*Result, error) {
+	r := &Result{PromptTokens: len(prompt)}
+	if len(prompt) == 0 {
+		return r, errors.New("model: empty prompt")
+	}
+	if len(prompt) >= m.cache.maxSeq {
+		return r, fmt.Errorf("model: prompt of %d tokens does not fit the context window of %d tokens (leave room for at least one generated token)", len(prompt), m.cache.maxSeq)
+	}
+	n := 0
+	for n < len(m.tokens) && n < len(prompt)-1 && m.tokens[n] == prompt[n] {
+		n++
+	}
+	m.Truncate(n)
+	r.PromptEval = len(prompt) - n
+	t0 := time.Now()
+	logits, err := m.Forward(ctx, prompt[n:])
+	r.PromptDuration = time.Since(t0)
+	if err != nil {
+		return r, err
+	}
+	smp := newSampler(o)
+	history := slices.Clone(prompt)
+	t0 = time.Now()
+	defer func() { r.DecodeDuration = time.Since(t0) }()
+	for {
+		if err := ctx.Err(); err != nil {
+			return r, err
+		}
+		tok := smp.sample(logits, history)
+		tk := Token{ID: tok, Logprob: logProb(logits, tok)}
+		r.Tokens = append(r.Tokens, tk)
+		history = append(history, tok)
+		if emit != nil && !emit(tk) {
+			r.Stop = StopCaller
+			return r, nil
+		}
+		if !o.IgnoreEOS && slices.Contains(m.EOS, tok) {
+			r.Stop = StopEOS
+			return r, nil
+		}
+		if (o.MaxTokens > 0 && len(r.Tokens) >= o.MaxTokens) || len(m.tokens) >= m.cache.maxSeq {
+			r.Stop = StopLength
+			return r, nil
+		}
+		if logits, err = m.step(tok); err != nil {
+			return r, err
+		}
+		r.DecodeSteps++
+	}
+}

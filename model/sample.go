@@ -1,0 +1,183 @@
+package model
+
+import (
+	"cmp"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+)
+
+// GenerateOptions controls decoding. The zero value decodes greedily until EOS or
+// the end of the context window.
+type GenerateOptions struct {
+	MaxTokens     int     // 0: until EOS or context end
+	Temperature   float32 // 0: greedy (argmax)
+	TopK          int     // 0: disabled
+	TopP          float32 // 0 or 1: disabled
+	MinP          float32 // 0: disabled
+	RepeatPenalty float32 // 0 or 1: disabled; >1 discourages tokens of the last RepeatLastN
+	RepeatLastN   int     // 0: 64 (llama.cpp and ollama's default)
+	Seed          uint64  // 0: seeded from time
+	IgnoreEOS     bool    // keep going past EOS ids
+}
+
+// sampler turns logits into a token. The order of transforms is ollama's:
+// repetition penalty, top-k, temperature, softmax, top-p, min-p, then a draw from
+// the seeded PCG. Temperature 0 is argmax before any other work but the penalty.
+type sampler struct {
+	o    GenerateOptions
+	rng  *rand.Rand
+	work []float32   // a copy of the logits the transforms may change
+	cand []candidate // reused across tokens
+}
+
+type candidate struct {
+	id int32
+	p  float32 // logit, then probability
+}
+
+func newSampler(o GenerateOptions) *sampler {
+	seed := o.Seed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	if o.RepeatLastN == 0 {
+		o.RepeatLastN = 64
+	}
+	return &sampler{o: o, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+}
+
+// sample picks the next token from logits (left unchanged) given the tokens so far
+// (prompt + generated).
+func (s *sampler) sample(logits []float32, history []int32) int32 {
+	s.work = append(s.work[:0], logits...)
+	logits = s.work
+	if p := s.o.RepeatPenalty; p > 0 && p != 1 {
+		repeatPenalty(logits, history[max(0, len(history)-s.o.RepeatLastN):], p)
+	}
+	if s.o.Temperature <= 0 {
+		return int32(argmax(logits))
+	}
+	c := s.cand[:0]
+	for i, l := range logits {
+		c = append(c, candidate{int32(i), l})
+	}
+	c = topK(c, s.o.TopK)
+	softmax(c, s.o.Temperature)
+	c = topP(c, s.o.TopP)
+	c = minP(c, s.o.MinP)
+	s.cand = c[:0]
+	return draw(c, s.rng.Float32())
+}
+
+// repeatPenalty divides positive logits of seen tokens by p and multiplies negative
+// ones by p (CTRL, as transformers and llama.cpp apply it); each token once.
+func repeatPenalty(logits []float32, seen []int32, p float32) {
+	for i, t := range seen {
+		if int(t) >= len(logits) || slices.Contains(seen[:i], t) {
+			continue
+		}
+		if logits[t] > 0 {
+			logits[t] /= p
+		} else {
+			logits[t] *= p
+		}
+	}
+}
+
+// argmax returns the index of the largest value (the first on ties, as torch).
+func argmax(x []float32) int {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+// topK keeps the k largest candidates, sorted by decreasing logit; k ≤ 0 keeps all,
+// sorted.
+func topK(c []candidate, k int) []candidate {
+	slices.SortStableFunc(c, func(a, b candidate) int { return cmp.Compare(b.p, a.p) })
+	if k > 0 && k < len(c) {
+		c = c[:k]
+	}
+	return c
+}
+
+// softmax turns sorted logits into probabilities at temperature t.
+func softmax(c []candidate, t float32) {
+	if len(c) == 0 {
+		return
+	}
+	mx := c[0].p
+	var sum float64
+	for i := range c {
+		e := math.Exp(float64((c[i].p - mx) / t))
+		c[i].p = float32(e)
+		sum += e
+	}
+	for i := range c {
+		c[i].p = float32(float64(c[i].p) / sum)
+	}
+}
+
+// topP keeps the smallest prefix of sorted candidates whose mass reaches p.
+func topP(c []candidate, p float32) []candidate {
+	if p <= 0 || p >= 1 {
+		return c
+	}
+	var sum float32
+	for i := range c {
+		sum += c[i].p
+		if sum >= p {
+			return c[:i+1]
+		}
+	}
+	return c
+}
+
+// minP keeps candidates whose probability is at least p times the largest.
+func minP(c []candidate, p float32) []candidate {
+	if p <= 0 || len(c) == 0 {
+		return c
+	}
+	limit := c[0].p * p
+	for i := range c {
+		if c[i].p < limit {
+			return c[:i]
+		}
+	}
+	return c
+}
+
+// draw picks a candidate with probability proportional to p, given u in [0, 1).
+func draw(c []candidate, u float32) int32 {
+	var sum float32
+	for _, x := range c {
+		sum += x.p
+	}
+	u *= sum
+	for _, x := range c {
+		u -= x.p
+		if u < 0 {
+			return x.id
+		}
+	}
+	return c[len(c)-1].id
+}
+
+// logProb returns ln softmax(logits)[id], computed in float64.
+func logProb(logits []float32, id int32) float32 {
+	mx := logits[0]
+	for _, v := range logits {
+		mx = max(mx, v)
+	}
+	var sum float64
+	for _, v := range logits {
+		sum += math.Exp(float64(v - mx))
+	}
+	return float32(float64(logits[id]-mx) - math.Log(sum))
+}

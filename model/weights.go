@@ -1,0 +1,281 @@
+package model
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/ingot-llm/ingot/kernels"
+	"github.com/ingot-llm/ingot/kernels/cpu"
+)
+
+// quantConfig is mlx-lm's "quantization" block: a default and per-module overrides
+// keyed by module path (e.g. "model.layers.0.mlp.down_proj"), where false means
+// "not quantized".
+type quantConfig struct {
+	Bits, GroupSize int
+	override        map[string]*quantConfig // nil entry: module left unquantized
+}
+
+// parseQuant reads "quantization" (or "quantization_config" when the former is
+// absent). It returns nil when the model is not quantized.
+func parseQuant(c *Config) (*quantConfig, error) {
+	field, raw := "quantization", c.Quantization
+	if len(raw) == 0 || string(raw) == "null" {
+		field, raw = "quantization_config", c.QuantizationConfig
+	}
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("model: config.json: %s: %v", field, err)
+	}
+	q := &quantConfig{override: map[string]*quantConfig{}}
+	for k, v := range m {
+		var err error
+		switch k {
+		case "bits":
+			err = json.Unmarshal(v, &q.Bits)
+		case "group_size":
+			err = json.Unmarshal(v, &q.GroupSize)
+		case "mode":
+			var mode string
+			if err = json.Unmarshal(v, &mode); err == nil && mode != "affine" {
+				return nil, fmt.Errorf("model: config.json: %s.mode %q is not supported (ingot loads MLX affine quantization)", field, mode)
+			}
+		case "quant_method":
+			var qm string
+			_ = json.Unmarshal(v, &qm)
+			return nil, fmt.Errorf("model: config.json: %s.quant_method %q is not supported (ingot loads MLX affine quantization)", field, qm)
+		default:
+			if string(v) == "false" {
+				q.override[k] = nil
+				continue
+			}
+			var o quantConfig
+			if err = json.Unmarshal(v, &struct {
+				Bits      *int `json:"bits"`
+				GroupSize *int `json:"group_size"`
+			}{&o.Bits, &o.GroupSize}); err != nil || string(v) == "true" {
+				continue // other keys mlx-lm may add in future: not module overrides
+			}
+			q.override[k] = &o
+		}
+		if err != nil {
+			return nil, fmt.Errorf("model: config.json: %s.%s: %v", field, k, err)
+		}
+	}
+	if _, ok := kernels.QuantDType(q.Bits); !ok {
+		return nil, fmt.Errorf("model: config.json: %s.bits (%d) must be 2, 3, 4, 5, 6 or 8", field, q.Bits)
+	}
+	if q.GroupSize != 32 && q.GroupSize != 64 && q.GroupSize != 128 {
+		return nil, fmt.Errorf("model: config.json: %s.group_size (%d) must be 32, 64 or 128", field, q.GroupSize)
+	}
+	for k, o := range q.override {
+		if o == nil {
+			continue
+		}
+		if o.Bits == 0 {
+			o.Bits = q.Bits
+		}
+		if o.GroupSize == 0 {
+			o.GroupSize = q.GroupSize
+		}
+		if _, ok := kernels.QuantDType(o.Bits); !ok || (o.GroupSize != 32 && o.GroupSize != 64 && o.GroupSize != 128) {
+			return nil, fmt.Errorf("model: config.json: %s[%q]: bits %d / group_size %d not supported", field, k, o.Bits, o.GroupSize)
+		}
+	}
+	return q, nil
+}
+
+// forModule returns the quantization of one module, nil if it is stored unquantized.
+func (q *quantConfig) forModule(module string) *quantConfig {
+	if q == nil {
+		return nil
+	}
+	if o, ok := q.override[module]; ok {
+		return o
+	}
+	return q
+}
+
+// loader turns safetensors entries into uploaded tensors, checking names, dtypes
+// and shapes against the config. Errors name the HF tensor.
+type loader struct {
+	files  *weightFiles
+	b      kernels.Backend
+	quant  *quantConfig
+	prefix string // "" or e.g. "language_model." (sanitized checkpoints)
+	used   map[string]bool
+	bytes  int64 // weight bytes uploaded
+}
+
+func (l *loader) get(name string) (*stTensor, bool) {
+	t, ok := l.files.tensors[l.prefix+name]
+	if ok {
+		l.used[l.prefix+name] = true
+	}
+	return t, ok
+}
+
+func (l *loader) has(name string) bool {
+	_, ok := l.files.tensors[l.prefix+name]
+	return ok
+}
+
+// matrix loads the (rows, cols) weight of a linear module or embedding, given its
+// module path ("model.layers.0.self_attn.q_proj"), as f32/f16/bf16 or MLX affine.
+func (l *loader) matrix(module string, rows, cols int) (*kernels.Tensor, error) {
+	t, err := l.hostMatrix(module, rows, cols)
+	if err != nil {
+		return nil, err
+	}
+	return l.upload(module+".weight", t)
+}
+
+func (l *loader) upload(name string, t *kernels.Tensor) (*kernels.Tensor, error) {
+	u, err := l.b.Upload(t)
+	if err != nil {
+		return nil, fmt.Errorf("model: tensor %q: %w", name, err)
+	}
+	l.bytes += int64(len(t.Data))
+	if t.Scales != nil {
+		l.bytes += int64(len(t.Scales.Data) + len(t.Biases.Data))
+	}
+	return u, nil
+}
+
+// hostMatrix returns the host tensor of a module's weight without uploading it.
+func (l *loader) hostMatrix(module string, rows, cols int) (*kernels.Tensor, error) {
+	name := module + ".weight"
+	st, ok := l.get(name)
+	if !ok {
+		return nil, fmt.Errorf("model: missing tensor %q", l.prefix+name)
+	}
+	if st.DType == "U32" {
+		return l.quantized(module, st, rows, cols)
+	}
+	if len(st.Shape) != 2 || st.Shape[0] != rows || st.Shape[1] != cols {
+		return nil, fmt.Errorf("model: tensor %q has shape %v, config.json implies [%d %d]", st.Name, st.Shape, rows, cols)
+	}
+	dt, err := floatDType(st)
+	if err != nil {
+		return nil, err
+	}
+	return &kernels.Tensor{DType: dt, Shape: []int{rows, cols}, Data: aligned(st.Data, 4)}, nil
+}
+
+func floatDType(st *stTensor) (kernels.DType, error) {
+	switch st.DType {
+	case "F32":
+		return kernels.DTypeF32, nil
+	case "F16":
+		return kernels.DTypeF16, nil
+	case "BF16":
+		return kernels.DTypeBF16, nil
+	}
+	return 0, fmt.Errorf("model: tensor %q has dtype %s (want F32, F16, BF16, or U32 with scales and biases)", st.Name, st.DType)
+}
+
+// quantized loads an MLX affine module: weight U32 (rows, cols·bits/32), scales and
+// biases (rows, cols/group) in any float dtype, converted to f32.
+func (l *loader) quantized(module string, st *stTensor, rows, cols int) (*kernels.Tensor, error) {
+	q := l.quant.forModule(module)
+	if q == nil {
+		return nil, fmt.Errorf("model: tensor %q is U32 (quantized) but config.json has no quantization for %s", st.Name, module)
+	}
+	dt, _ := kernels.QuantDType(q.Bits)
+	if cols%q.GroupSize != 0 || cols*q.Bits%32 != 0 {
+		return nil, fmt.Errorf("model: tensor %q: %d columns are not a whole number of %d-element groups", st.Name, cols, q.GroupSize)
+	}
+	if len(st.Shape) != 2 || st.Shape[0] != rows || st.Shape[1] != cols*q.Bits/32 {
+		return nil, fmt.Errorf("model: tensor %q has shape %v, config.json implies [%d %d] for %d-bit codes of [%d %d]",
+			st.Name, st.Shape, rows, cols*q.Bits/32, q.Bits, rows, cols)
+	}
+	groups := cols / q.GroupSize
+	var sb [2]*kernels.Tensor
+	for i, part := range []string{"scales", "biases"} {
+		ps, ok := l.get(module + "." + part)
+		if !ok {
+			return nil, fmt.Errorf("model: missing tensor %q", l.prefix+module+"."+part)
+		}
+		if len(ps.Shape) != 2 || ps.Shape[0] != rows || ps.Shape[1] != groups {
+			return nil, fmt.Errorf("model: tensor %q has shape %v, want [%d %d]", ps.Name, ps.Shape, rows, groups)
+		}
+		f, err := toF32(ps)
+		if err != nil {
+			return nil, err
+		}
+		sb[i] = kernels.FromF32(f, rows, groups)
+	}
+	return &kernels.Tensor{DType: dt, Shape: []int{rows, cols}, Data: aligned(st.Data, 4), Scales: sb[0], Biases: sb[1], GroupSize: q.GroupSize}, nil
+}
+
+// vector loads a 1-D tensor of n elements as f32 (norm weights, biases). With
+// plusOne it adds 1 in float32, turning Gemma's stored (w) into the (1+w) it applies.
+func (l *loader) vector(name string, n int, plusOne bool) (*kernels.Tensor, error) {
+	st, ok := l.get(name)
+	if !ok {
+		return nil, fmt.Errorf("model: missing tensor %q", l.prefix+name)
+	}
+	if len(st.Shape) != 1 || st.Shape[0] != n {
+		return nil, fmt.Errorf("model: tensor %q has shape %v, config.json implies [%d]", st.Name, st.Shape, n)
+	}
+	f, err := toF32(st)
+	if err != nil {
+		return nil, err
+	}
+	if plusOne {
+		for i := range f {
+			f[i]++
+		}
+	}
+	return l.upload(name, kernels.FromF32(f, n))
+}
+
+// toF32 converts a float tensor to a fresh []float32.
+func toF32(st *stTensor) ([]float32, error) {
+	dt, err := floatDType(st)
+	if err != nil {
+		return nil, err
+	}
+	n := len(st.Data) / (dt.Bits() / 8)
+	out := make([]float32, n)
+	for i := range out {
+		switch dt {
+		case kernels.DTypeF32:
+			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(st.Data[4*i:]))
+		case kernels.DTypeF16:
+			out[i] = cpu.F16ToF32(binary.LittleEndian.Uint16(st.Data[2*i:]))
+		case kernels.DTypeBF16:
+			out[i] = cpu.BF16ToF32(binary.LittleEndian.Uint16(st.Data[2*i:]))
+		}
+	}
+	return out, nil
+}
+
+// aligned returns b, or a copy of it when it is not n-byte aligned (safetensors
+// offsets are not guaranteed to be), so it can be viewed as n-byte elements.
+func aligned(b []byte, n int) []byte {
+	if kernels.Aligned(b, n) {
+		return b
+	}
+	c := make([]byte, len(b), len(b)+n)
+	copy(c, b)
+	return c
+}
+
+// unused lists the tensors no module claimed, ignoring ones known to be redundant.
+func (l *loader) unused() []string {
+	var out []string
+	for name := range l.files.tensors {
+		if l.used[name] || strings.HasSuffix(name, "rotary_emb.inv_freq") {
+			continue
+		}
+		out = append(out, name)
+	}
+	return out
+}
