@@ -181,13 +181,10 @@ func FromF32(x []float32, shape ...int) *Tensor {
 	return t
 }
 
-func mustShape(op, arg string, t *Tensor, shape ...int) {
-	if len(t.Shape) != len(shape) {
-		panic(fmt.Sprintf("kernels: %s: %s has shape %v, want %v", op, arg, t.Shape, shape))
-	}
-	for i := range shape {
-		if t.Shape[i] != shape[i] {
-			panic(fmt.Sprintf("kernels: %s: %s has shape %v, want %v", op, arg, t.Shape, shape))
-		}
+// mustShape panics unless t has shape (rows, cols). Fixed arity keeps the check
+// allocation-free on the decode path.
+func mustShape(op, arg string, t *Tensor, rows, cols int) {
+	if len(t.Shape) != 2 || t.Shape[0] != rows || t.Shape[1] != cols {
+		panic(fmt.Sprintf("kernels: %s: %s has shape %v, want [%d %d]", op, arg, t.Shape, rows, cols))
 	}
 }

@@ -39,9 +39,10 @@ type Model struct {
 	files   *weightFiles
 	net     *llama
 	cache   *cache
-	batch   *acts   // prefill state, Batch rows
-	one     *acts   // decode state, 1 row
-	tokens  []int32 // the tokens whose K/V are in the cache, in order
+	batch   *acts    // prefill state, Batch rows
+	one     *acts    // decode state, 1 row
+	tokens  []int32  // the tokens whose K/V are in the cache, in order
+	tok     [1]int32 // the decode step's input, kept here so the step allocates nothing
 	weights int64
 }
 
@@ -201,7 +202,8 @@ func (m *Model) step(tok int32) ([]float32, error) {
 	if pos >= m.cache.maxSeq {
 		return nil, fmt.Errorf("model: context window of %d tokens is full", m.cache.maxSeq)
 	}
-	m.net.forward(m.b, m.one, m.cache, []int32{tok}, pos)
+	m.tok[0] = tok
+	m.net.forward(m.b, m.one, m.cache, m.tok[:], pos)
 	m.tokens = append(m.tokens, tok)
 	if err := m.b.Download(m.one.hostLogit, m.one.logits); err != nil {
 		return nil, err

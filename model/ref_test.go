@@ -16,17 +16,17 @@ const refDir = "../../shared/testdata/ref"
 
 // refCase is the part of a random-model ref.json the tests read.
 type refCase struct {
-	InputIDs         []int32     `json:"input_ids"`
-	LogitsLast       []float32   `json:"logits_last"`
-	LogitsShape      []int       `json:"logits_shape"`
-	Greedy           []int32     `json:"greedy"`
-	GreedyNoStop     []int32     `json:"greedy_nostop"`
-	Margins          []float32   `json:"greedy_nostop_margins"`
-	FinalLogits      []float32   `json:"greedy_nostop_final_logits"`
-	HiddenLast       []float32   `json:"hidden_last"`
-	ResidualLast     [][]float32 `json:"residual_last"`
-	RopeInvFreq      []float32   `json:"rope_inv_freq"`
-	WeightsDType     string      `json:"weights_dtype"`
+	InputIDs     []int32     `json:"input_ids"`
+	LogitsLast   []float32   `json:"logits_last"`
+	LogitsShape  []int       `json:"logits_shape"`
+	Greedy       []int32     `json:"greedy"`
+	GreedyNoStop []int32     `json:"greedy_nostop"`
+	Margins      []float32   `json:"greedy_nostop_margins"`
+	FinalLogits  []float32   `json:"greedy_nostop_final_logits"`
+	HiddenLast   []float32   `json:"hidden_last"`
+	ResidualLast [][]float32 `json:"residual_last"`
+	RopeInvFreq  []float32   `json:"rope_inv_freq"`
+	WeightsDType string      `json:"weights_dtype"`
 }
 
 func readRef(t testing.TB, name string) (string, *refCase) {

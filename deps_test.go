@@ -1,0 +1,34 @@
+package ingot
+
+import (
+	"testing"
+
+	"github.com/ingot-llm/ingot/internal/deptest"
+)
+
+// TestDependencyDirection pins the import graph of STYLE.md §1.
+func TestDependencyDirection(t *testing.T) {
+	const mod = "github.com/ingot-llm/ingot/"
+	deptest.Check(t, "./model", deptest.Bad{
+		mod + "metal":    "model talks to kernels.Backend only",
+		mod + "shaders":  "model talks to kernels.Backend only",
+		mod + "tokenize": "model works on token ids; the root package joins it to tokenize",
+	})
+	deptest.Check(t, "./tokenize", deptest.Bad{
+		mod + "model":   "tokenize and model don't import each other",
+		mod + "kernels": "tokenize knows nothing of ops",
+	})
+	deptest.Check(t, "./metal", deptest.Bad{
+		mod + "kernels": "metal is a binding layer; it must not know about ops",
+		mod + "model":   "metal is a binding layer",
+	})
+	deptest.Check(t, "./kernels/cpu", deptest.Bad{
+		mod + "kernels": "kernels/cpu is slice loops; kernels adapts it",
+		mod + "metal":   "kernels/cpu runs everywhere",
+	})
+}
+
+// TestNoCgo fails if any package of the module, on any target we ship, imports "C".
+func TestNoCgo(t *testing.T) {
+	deptest.NoCgo(t, "./...")
+}

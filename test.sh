@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The one test command (README "Test"). On a fresh Debian/Ubuntu machine it installs
+# what the tests need (clang-19 for the Metal interpreter) and then runs, with
+# CGO_ENABLED=0: gofmt, go vet (linux and darwin/arm64), the cross-builds, and the
+# tests both with Go assembly and with -tags noasm.
+set -euo pipefail
+cd "$(dirname "$0")"
+export CGO_ENABLED=0
+
+step() { printf '\n== %s\n' "$*"; }
+
+if ! command -v clang-19 >/dev/null 2>&1 && ! command -v clang >/dev/null 2>&1; then
+	step "installing clang-19 (needed by the Metal interpreter tests)"
+	if command -v apt-get >/dev/null 2>&1; then
+		SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+		$SUDO apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq clang-19 >/dev/null
+	else
+		echo "no apt-get: install clang >= 16 yourself (the Metal interpreter tests need it)"
+	fi
+fi
+
+step "gofmt"
+bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$bad" ]; then echo "not gofmt'ed:"; echo "$bad"; exit 1; fi
+
+step "go vet (linux/amd64, darwin/arm64, linux/arm64)"
+go vet ./...
+GOOS=darwin GOARCH=arm64 go vet ./...
+GOOS=linux GOARCH=arm64 go vet ./...
+
+step "cross-builds"
+GOOS=darwin GOARCH=arm64 go build ./...
+GOOS=linux GOARCH=arm64 go build ./...
+go build -tags noasm ./...
+
+step "go test ./..."
+go test -count=1 -timeout 30m ./...
+
+step "go test -tags noasm ./..."
+go test -count=1 -timeout 30m -tags noasm ./...
