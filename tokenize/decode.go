@@ -12,8 +12,9 @@ import (
 type decoder func(tokens []string) []string
 
 // newDecoder builds the decoder of tokenizer.json's "decoder" (at path, for
-// errors). It returns nil for null.
-func newDecoder(raw json.RawMessage, path string) (decoder, error) {
+// errors). It returns nil for null. It sets *fallback if the decoder has a
+// ByteFallback step.
+func newDecoder(raw json.RawMessage, path string, fallback *bool) (decoder, error) {
 	c, err := decodeComponent(raw, path)
 	if c == nil || err != nil {
 		return nil, err
@@ -22,7 +23,7 @@ func newDecoder(raw json.RawMessage, path string) (decoder, error) {
 	case "Sequence":
 		var ds []decoder
 		for i, r := range c.Decoders {
-			d, err := newDecoder(r, fmt.Sprintf("%s.decoders[%d]", path, i))
+			d, err := newDecoder(r, fmt.Sprintf("%s.decoders[%d]", path, i), fallback)
 			if err != nil {
 				return nil, err
 			}
@@ -39,6 +40,7 @@ func newDecoder(raw json.RawMessage, path string) (decoder, error) {
 	case "ByteLevel":
 		return decodeByteLevel, nil
 	case "ByteFallback":
+		*fallback = true
 		return decodeByteFallback, nil
 	case "Fuse":
 		return func(t []string) []string { return []string{strings.Join(t, "")} }, nil

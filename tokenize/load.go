@@ -158,7 +158,7 @@ func parse(data []byte, cfg *config) (*Tokenizer, error) {
 	if err := t.pre.add(f.PreTokenizer, "pre_tokenizer"); err != nil {
 		return nil, err
 	}
-	if t.decoder, err = newDecoder(f.Decoder, "decoder"); err != nil {
+	if t.decoder, err = newDecoder(f.Decoder, "decoder", &t.byteFallback); err != nil {
 		return nil, err
 	}
 	if t.model, err = newBPE(f.Model, t.pre.byteLevel); err != nil {

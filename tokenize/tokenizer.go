@@ -19,6 +19,8 @@ type Tokenizer struct {
 	post       *postProcessor // nil: none
 	decoder    decoder        // nil: tokens joined by spaces
 
+	byteFallback bool // decoder has ByteFallback: a run of <0xXX> tokens decodes as a whole
+
 	added    map[int32]*addedToken
 	rawTrie  trie // added tokens matched in the input text
 	normTrie trie // added tokens with normalized set, matched in normalized text
