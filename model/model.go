@@ -22,11 +22,13 @@ var ErrUnsupportedArch = errors.New("model: unsupported architecture")
 // Options controls Load. The zero value runs on the CPU with every core and a
 // context window of min(max_position_embeddings, 4096) tokens.
 type Options struct {
-	Backend  kernels.Backend // nil: a CPU backend owned (and closed) by the Model
-	Threads  int             // CPU threads when Backend is nil; 0: all
-	Context  int             // KV cache length in tokens; 0: min(max_position_embeddings, 4096)
-	Batch    int             // prefill chunk in tokens; 0: 512
-	Progress func(float32)   // called with the fraction of weights loaded; may be nil
+	Backend    kernels.Backend // nil: a CPU backend owned (and closed) by the Model
+	Threads    int             // CPU threads when Backend is nil; 0: all
+	Context    int             // KV cache length in tokens; 0: min(max_position_embeddings, 4096)
+	Batch      int             // prefill chunk in tokens; 0: 512
+	Quant      int             // quantize float weights on load to MLX affine with these bits (2–8); 0: keep
+	QuantGroup int             // group size for Quant; 0: 64
+	Progress   func(float32)   // called with the fraction of weights loaded; may be nil
 }
 
 // A Model is a loaded model with its KV cache. It is not safe for concurrent use.
@@ -78,6 +80,17 @@ func Load(ctx context.Context, dir string, o Options) (*Model, error) {
 	}
 	start := time.Now()
 	l := &loader{files: files, b: m.b, quant: quant, used: map[string]bool{}}
+	if o.Quant != 0 {
+		g := o.QuantGroup
+		if g == 0 {
+			g = 64
+		}
+		if _, ok := kernels.QuantDType(o.Quant); !ok || (g != 32 && g != 64 && g != 128) {
+			m.Close()
+			return nil, fmt.Errorf("model: cannot quantize to %d bits with group size %d (bits 2, 3, 4, 5, 6, 8; groups 32, 64, 128)", o.Quant, g)
+		}
+		l.toQ = &quantConfig{Bits: o.Quant, GroupSize: g}
+	}
 	if !l.has("model.embed_tokens.weight") && l.has("language_model.model.embed_tokens.weight") {
 		l.prefix = "language_model."
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"unsafe"
 
 	"github.com/ingot-llm/ingot/kernels"
 	"github.com/ingot-llm/ingot/kernels/cpu"
@@ -108,7 +109,8 @@ type loader struct {
 	files  *weightFiles
 	b      kernels.Backend
 	quant  *quantConfig
-	prefix string // "" or e.g. "language_model." (sanitized checkpoints)
+	prefix string       // "" or e.g. "language_model." (sanitized checkpoints)
+	toQ    *quantConfig // quantize float matrices on load (Options.Quant); nil: keep them
 	used   map[string]bool
 	bytes  int64 // weight bytes uploaded
 }
@@ -165,7 +167,33 @@ func (l *loader) hostMatrix(module string, rows, cols int) (*kernels.Tensor, err
 	if err != nil {
 		return nil, err
 	}
+	if q := l.toQ; q != nil && cols%q.GroupSize == 0 {
+		// mlx-lm quantizes every Linear and Embedding whose input width is a whole
+		// number of groups; so does ingot.
+		w, _ := toF32(st)
+		codes, sb, bb := quantizeRows(w, rows, cols, q.Bits, q.GroupSize)
+		qdt, _ := kernels.QuantDType(q.Bits)
+		g := cols / q.GroupSize
+		return &kernels.Tensor{DType: qdt, Shape: []int{rows, cols}, Data: bytesOf(codes), GroupSize: q.GroupSize,
+			Scales: kernels.FromF32(widenBF16(sb), rows, g), Biases: kernels.FromF32(widenBF16(bb), rows, g)}, nil
+	}
 	return &kernels.Tensor{DType: dt, Shape: []int{rows, cols}, Data: aligned(st.Data, 4)}, nil
+}
+
+func widenBF16(x []uint16) []float32 {
+	f := make([]float32, len(x))
+	for i, v := range x {
+		f[i] = cpu.BF16ToF32(v)
+	}
+	return f
+}
+
+// bytesOf views a []uint32 as little-endian bytes (no copy).
+func bytesOf(x []uint32) []byte {
+	if len(x) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*len(x))
 }
 
 func floatDType(st *stTensor) (kernels.DType, error) {
