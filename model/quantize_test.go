@@ -114,3 +114,62 @@ func TestQuantizeOnLoad(t *testing.T) {
 		m.Close()
 	}
 }
+
+// TestQuantizeDir writes a q4 copy of tinycode-llama, checks its tensors equal the
+// reference MLX q4 file's bit for bit, that it loads to the same logits as
+// quantize-on-load, and that a cancelled run leaves nothing behind.
+func TestQuantizeDir(t *testing.T) {
+	src := filepath.Join(refDir, "tinycode-llama")
+	out := filepath.Join(t.TempDir(), "tiny-q4")
+	var last int64
+	if err := QuantizeDir(context.Background(), src, out, 4, 64, func(done, total int64) { last = total - done }); err != nil {
+		t.Fatal(err)
+	}
+	if last != 0 {
+		t.Errorf("progress ended %d bytes short of the total", last)
+	}
+	got := readSafetensors(t, filepath.Join(out, "model.safetensors"))
+	want := readSafetensors(t, filepath.Join(refDir, "tinycode-llama-q4", "model.safetensors"))
+	if len(got) != len(want) {
+		t.Errorf("%d tensors, reference has %d", len(got), len(want))
+	}
+	for name, w := range want {
+		if g, ok := got[name]; !ok || g.DType != w.DType || !slices.Equal(g.Shape, w.Shape) || !slices.Equal(g.Data, w.Data) {
+			t.Errorf("tensor %s differs from the reference q4 file", name)
+		}
+	}
+	for _, f := range []string{"tokenizer.json", "tokenizer_config.json", "generation_config.json"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Errorf("%s not copied: %v", f, err)
+		}
+	}
+	a, err := Load(context.Background(), out, Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Load(context.Background(), src, Options{Threads: 1, Quant: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ids := []int32{4094, 1, 2, 3, 4, 5}
+	la, _ := a.Forward(context.Background(), ids)
+	la = slices.Clone(la)
+	lb, _ := b.Forward(context.Background(), ids)
+	if !slices.Equal(la, lb) {
+		t.Errorf("written q4 model and quantize-on-load differ: max-abs %g", maxAbs(la, lb))
+	}
+	if err := QuantizeDir(context.Background(), src, out, 4, 64, nil); err == nil {
+		t.Error("quantizing onto an existing directory succeeded")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	parent := t.TempDir()
+	if err := QuantizeDir(ctx, src, filepath.Join(parent, "x"), 8, 64, nil); err == nil {
+		t.Error("cancelled quantize succeeded")
+	}
+	if left, _ := os.ReadDir(parent); len(left) != 0 {
+		t.Errorf("cancelled quantize left %v", left)
+	}
+}
