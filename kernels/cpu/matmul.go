@@ -51,15 +51,17 @@ func (w *Weight) Bytes() int {
 // take the fast path: each row of x is quantized once per call to int8 with one
 // absmax scale per weight group, the codes are multiplied with integer dot
 // products, and the affine bias is folded in as bias·Σx over the group with the
-// exact float32 Σx. The only error beyond float32 rounding is the activation
-// rounding, bounded per output by
+// exact Σx. The only error beyond float32 rounding is the activation rounding,
+// bounded per output by
 //
-//	|err| ≤ Σ_g |scale_g| · (max_{k∈g}|x_k| / 254) · Σ_{k∈g} q_k
+//	|err| ≤ Σ_g |scale_g| · (max_{k∈g}|x_k| / 254) · Σ_{k∈g} |q_k − c|
 //
-// (each int8 value is within half a step, amax/254, of x_k; codes q_k ≥ 0). On
-// random data the error is far smaller than that bound: a relative RMS error of
-// about 3e-3 of the output's scale (see TestMatMulQ). Other bit widths use an exact
-// float path that dequantizes on the fly (see [QMatrix.DequantRow]).
+// with c = (2^bits − 1)/2: each int8 value is within half a step, amax/254, of
+// x_k, and a per-group correction (see actQ) centres the codes. On Gaussian data
+// the relative RMS error of the outputs is about 3e-3 (TestMatMulQError), the
+// price of int8 activations that llama.cpp's Q8_0 path also pays. Other bit
+// widths use an exact float path that dequantizes on the fly (see
+// [QMatrix.DequantRow]).
 //
 // For L = 1 MatMul is a bandwidth-bound mat-vec; for L > 1 it blocks rows so a
 // weight block stays in cache while tiles of several tokens reuse each decoded
@@ -77,7 +79,7 @@ func (p *Pool) MatMul(dst, x []float32, L int, w *Weight) {
 	*t = mmTask{dst: dst, x: x, L: L, w: w, k: &kern}
 	switch {
 	case w.Format == FormatQ && qFast(w.Q, w.K):
-		p.act.quantize(x, L, w.K, w.Q.GroupSize, w.Q.Bits == 4)
+		p.act.quantize(x, L, w.K, w.Q.GroupSize, w.Q.Bits)
 		t.a = &p.act
 		t.run = (*mmTask).doQ
 	case w.Format == FormatQ:
@@ -115,8 +117,9 @@ type mmTask struct {
 
 func (t *mmTask) Do(n0, n1 int) { t.run(t, n0, n1) }
 
-// cacheBlock is the weight bytes a prefill row block keeps hot (half of a 1 MB L2).
-const cacheBlock = 256 << 10
+// cacheBlock is the weight bytes a prefill row block keeps hot (a quarter of a
+// 1 MB L2). Tests shrink it to cross block edges.
+var cacheBlock = 256 << 10
 
 // rowBlock returns how many rows of rowBytes each fit a cache block, a multiple
 // of tn.

@@ -20,6 +20,9 @@ type Pool struct {
 	n    int
 	work chan job
 	wg   sync.WaitGroup
+
+	mm  mmTask // the MatMul in flight
+	act actQ   // MatMul's quantized activations, grown to the largest L·K
 }
 
 type job struct {

@@ -1,0 +1,321 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// randQ returns a random (N, K) QMatrix: uniform codes, scales of both signs.
+func randQ(r *rand.Rand, N, K, bits, gs int) *QMatrix {
+	G := K / gs
+	q := &QMatrix{Bits: bits, GroupSize: gs, W: make([]uint32, N*K*bits/32),
+		Scales: make([]float32, N*G), Biases: make([]float32, N*G)}
+	words := K * bits / 32
+	for n := range N {
+		for k := range K {
+			c := uint64(r.IntN(1 << bits))
+			bit := k * bits
+			w := q.W[n*words:]
+			w[bit/32] |= uint32(c << (bit % 32))
+			if bit%32+bits > 32 {
+				w[bit/32+1] |= uint32(c >> (32 - bit%32))
+			}
+		}
+	}
+	for i := range q.Scales {
+		q.Scales[i] = float32(r.NormFloat64()) * 0.02
+		q.Biases[i] = float32(r.NormFloat64()) * 0.1
+	}
+	return q
+}
+
+// codeRef reads code k of row n by walking the bitstream one bit at a time.
+func codeRef(q *QMatrix, n, k, K int) uint64 {
+	words := K * q.Bits / 32
+	var c uint64
+	for i := range q.Bits {
+		bit := k*q.Bits + i
+		c |= uint64(q.W[n*words+bit/32]>>(bit%32)&1) << i
+	}
+	return c
+}
+
+// deqRef dequantizes element (n, k) in float64 and rounds as MLX does: the
+// float64 product of a float32 and an integer < 2⁸ is exact, so converting it
+// rounds once; so does the float64 sum of two float32 (53 ≥ 2·24+2 bits).
+func deqRef(q *QMatrix, n, k, K int) float32 {
+	g := n*(K/q.GroupSize) + k/q.GroupSize
+	sq := float32(float64(q.Scales[g]) * float64(codeRef(q, n, k, K)))
+	return float32(float64(sq) + float64(q.Biases[g]))
+}
+
+func TestDequantRowExact(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, bits := range []int{2, 3, 4, 5, 6, 8} {
+		for _, gs := range []int{32, 64, 128} {
+			t.Run(fmt.Sprintf("bits=%d/gs=%d", bits, gs), func(t *testing.T) {
+				const N, K = 3, 256
+				q := randQ(r, N, K, bits, gs)
+				// Extreme and awkward values: every code against huge, tiny and
+				// negative scales and biases.
+				q.Scales[0], q.Biases[0] = -3.4e38/255, 1e-30
+				q.Scales[1], q.Biases[1] = 1.0000001, -0.99999994
+				row := make([]float32, K)
+				for n := range N {
+					q.DequantRow(row, n, K)
+					for k := range K {
+						if want := deqRef(q, n, k, K); math.Float32bits(row[k]) != math.Float32bits(want) {
+							t.Fatalf("row %d k %d code %d: got %g want %g", n, k, codeRef(q, n, k, K), row[k], want)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// ref computes x·wᵀ in float64 from w's exact float32 elements, and for each
+// output Σ|w·x| (the float rounding scale) and the int8 activation bound.
+func ref(w *Weight, x []float32, L int) (out, mag, qbound []float64) {
+	N, K := w.N, w.K
+	out, mag, qbound = make([]float64, L*N), make([]float64, L*N), make([]float64, L*N)
+	row := make([]float32, K)
+	for n := range N {
+		w.Row(row, n)
+		for l := range L {
+			xl := x[l*K : (l+1)*K]
+			var s, m float64
+			for k := range K {
+				s += float64(row[k]) * float64(xl[k])
+				m += math.Abs(float64(row[k]) * float64(xl[k]))
+			}
+			out[l*N+n], mag[l*N+n] = s, m
+			if w.Format != FormatQ {
+				continue
+			}
+			q, gs := w.Q, w.Q.GroupSize
+			var b float64
+			c := float64(int(1)<<q.Bits-1) / 2
+			for g := range K / gs {
+				var amax, qs float64
+				for k := g * gs; k < (g+1)*gs; k++ {
+					amax = max(amax, math.Abs(float64(xl[k])))
+					qs += math.Abs(float64(codeRef(q, n, k, K)) - c)
+				}
+				b += math.Abs(float64(q.Scales[n*(K/gs)+g])) * amax / 254 * qs
+			}
+			qbound[l*N+n] = b
+		}
+	}
+	return out, mag, qbound
+}
+
+func randWeight(r *rand.Rand, f Format, N, K, bits, gs int) *Weight {
+	w := &Weight{Format: f, N: N, K: K}
+	switch f {
+	case FormatF32:
+		w.F32 = make([]float32, N*K)
+		for i := range w.F32 {
+			w.F32[i] = float32(r.NormFloat64())
+		}
+	case FormatF16, FormatBF16:
+		w.U16 = make([]uint16, N*K)
+		for i := range w.U16 {
+			if f == FormatF16 {
+				w.U16[i] = F32ToF16(float32(r.NormFloat64()))
+			} else {
+				w.U16[i] = F32ToBF16(float32(r.NormFloat64()))
+			}
+		}
+	case FormatQ:
+		w.Q = randQ(r, N, K, bits, gs)
+	}
+	return w
+}
+
+func randVec(r *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	return x
+}
+
+type mmCase struct {
+	name     string
+	f        Format
+	bits, gs int
+	N, K, L  int
+}
+
+// mmCases covers every format at the kernels' edges: K at one, two and nine
+// groups (G not a multiple of 8), odd N and N not a multiple of any tile, L around
+// the token tile, and rows crossing the prefill row blocks (see smallBlocks).
+func mmCases() []mmCase {
+	var cs []mmCase
+	add := func(f Format, bits, gs int, name string) {
+		for _, s := range []struct{ N, K, L int }{
+			{1, gs, 1}, {3, gs, 2}, {5, 2 * gs, 3}, {17, 2 * gs, 1}, {33, 9 * gs, 7},
+			{2, gs, 4}, {8, 3 * gs, 8}, {13, 2 * gs, 5}, {6, gs, 33}, {40, 4 * gs, 9},
+		} {
+			cs = append(cs, mmCase{fmt.Sprintf("%s/N=%d/K=%d/L=%d", name, s.N, s.K, s.L), f, bits, gs, s.N, s.K, s.L})
+		}
+	}
+	for _, bits := range []int{2, 3, 4, 5, 6, 8} {
+		for _, gs := range []int{32, 64, 128} {
+			add(FormatQ, bits, gs, fmt.Sprintf("w=q%d/gs=%d", bits, gs))
+		}
+	}
+	for _, f := range []struct {
+		f    Format
+		name string
+	}{{FormatF32, "f32"}, {FormatF16, "f16"}, {FormatBF16, "bf16"}} {
+		add(f.f, 0, 8, "w="+f.name+"/k8")
+		add(f.f, 0, 7, "w="+f.name+"/k7")
+		add(f.f, 0, 64, "w="+f.name+"/k64")
+	}
+	return cs
+}
+
+// smallBlocks shrinks the prefill row blocks so small test shapes cross them.
+func smallBlocks(t *testing.T) {
+	old := cacheBlock
+	cacheBlock = 512
+	t.Cleanup(func() { cacheBlock = old })
+}
+
+// checkRef compares got against the float64 reference: within the int8 bound for
+// the fast quantized path, within float32 rounding otherwise.
+func checkRef(t *testing.T, got []float32, want, mag, qbound []float64, int8Path bool) {
+	t.Helper()
+	bad := 0
+	var se, sw float64
+	for i := range got {
+		tol := 2e-6*mag[i] + 1e-30
+		if int8Path {
+			tol += qbound[i]
+		}
+		d := math.Abs(float64(got[i]) - want[i])
+		se += d * d
+		sw += want[i] * want[i]
+		if !(d <= tol) {
+			if bad < 5 {
+				t.Errorf("out[%d]: got %.7g want %.7g (|diff| %.3g > tol %.3g) NOT OK", i, got[i], want[i], d, tol)
+			}
+			bad++
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of %d outputs out of tolerance; nmse %.3g", bad, len(got), se/max(sw, 1e-300))
+	}
+}
+
+// kernelSets returns the pure-Go set and every asm set this machine runs.
+func kernelSets() []*kernelSet {
+	s := []*kernelSet{&kernGo}
+	for _, k := range asmSets {
+		if k.usable() {
+			s = append(s, k)
+		}
+	}
+	return s
+}
+
+func TestMatMul(t *testing.T) {
+	smallBlocks(t)
+	r := rand.New(rand.NewPCG(3, 4))
+	p := NewPool(2)
+	defer p.Close()
+	for _, tc := range mmCases() {
+		w := randWeight(r, tc.f, tc.N, tc.K, tc.bits, tc.gs)
+		x := randVec(r, tc.L*tc.K)
+		want, mag, qb := ref(w, x, tc.L)
+		int8Path := tc.f == FormatQ && qFast(w.Q, w.K)
+		var first []float32
+		for _, ks := range kernelSets() {
+			t.Run(tc.name+"/k="+ks.name, func(t *testing.T) {
+				defer useKernels(ks)()
+				got := make([]float32, tc.L*tc.N)
+				p.MatMul(got, x, tc.L, w)
+				checkRef(t, got, want, mag, qb, int8Path)
+				if first == nil {
+					first = got
+					return
+				}
+				// asm against Go: the same integer sums, float order differs.
+				for i := range got {
+					if d := math.Abs(float64(got[i] - first[i])); d > 4e-6*mag[i]+1e-30 {
+						t.Fatalf("out[%d]: %s %g, go %g", i, ks.name, got[i], first[i])
+					}
+				}
+			})
+		}
+	}
+}
+
+// useKernels makes MatMul use ks until the returned func is called.
+func useKernels(ks *kernelSet) (restore func()) {
+	old := kern
+	kern = *ks
+	return func() { kern = old }
+}
+
+func TestDisableAsm(t *testing.T) {
+	restore := disableAsm()
+	if kern.name != "go" {
+		t.Errorf("disableAsm: kernels %q", kern.name)
+	}
+	restore()
+	t.Logf("kernels: %s", kern.name)
+}
+
+// TestMatMulQError reports the int8 activation path's typical error on a real
+// shape: the nmse against the float64 reference stays far inside the bound.
+func TestMatMulQError(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	p := NewPool(2)
+	defer p.Close()
+	for _, bits := range []int{4, 8} {
+		w := randWeight(r, FormatQ, 64, 2048, bits, 64)
+		x := randVec(r, 2048)
+		want, _, _ := ref(w, x, 1)
+		got := make([]float32, 64)
+		p.MatMul(got, x, 1, w)
+		var se, sw float64
+		for i := range got {
+			d := float64(got[i]) - want[i]
+			se, sw = se+d*d, sw+want[i]*want[i]
+		}
+		if nmse := se / sw; nmse > 1e-4 {
+			t.Errorf("q%d: nmse %.3g > 1e-4", bits, nmse)
+		} else {
+			t.Logf("q%d: nmse %.3g (relative rms error %.2g)", bits, nmse, math.Sqrt(nmse))
+		}
+	}
+}
+
+func TestMatMulAllocs(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	p := NewPool(2)
+	defer p.Close()
+	for _, tc := range []struct {
+		name string
+		w    *Weight
+		L    int
+	}{
+		{"q4/L=1", randWeight(r, FormatQ, 256, 512, 4, 64), 1},
+		{"q8/L=1", randWeight(r, FormatQ, 256, 512, 8, 64), 1},
+		{"q4/L=9", randWeight(r, FormatQ, 256, 512, 4, 64), 9},
+		{"f16/L=1", randWeight(r, FormatF16, 256, 512, 0, 0), 1},
+		{"bf16/L=5", randWeight(r, FormatBF16, 256, 512, 0, 0), 5},
+	} {
+		x := randVec(r, tc.L*tc.w.K)
+		dst := make([]float32, tc.L*tc.w.N)
+		p.MatMul(dst, x, tc.L, tc.w) // grow the scratch
+		if a := testing.AllocsPerRun(20, func() { p.MatMul(dst, x, tc.L, tc.w) }); a != 0 {
+			t.Errorf("%s: %v allocs per MatMul", tc.name, a)
+		}
+	}
+}
