@@ -90,6 +90,9 @@ func QuantizeDir(ctx context.Context, src, dst string, bits, group int, progress
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp made it private
+		return fmt.Errorf("model: quantize: %w", err)
+	}
 	if err := os.Rename(tmp, dst); err != nil {
 		return fmt.Errorf("model: quantize: %w", err)
 	}
@@ -243,8 +246,9 @@ func writeQuantConfig(src, dst string, bits, group int) error {
 	return os.WriteFile(filepath.Join(dst, "config.json"), append(out, '\n'), 0o644)
 }
 
-// copyExtras copies every other regular file of src (tokenizer, generation config,
-// chat template, …) except the weights and config.json.
+// copyExtras copies the files mlx-lm carries over (tokenizer and generation
+// configs, chat templates, tokenizer models, code, model card), but not the weights
+// or config.json.
 func copyExtras(src, dst string) error {
 	entries, err := os.ReadDir(src)
 	if err != nil {
@@ -252,7 +256,11 @@ func copyExtras(src, dst string) error {
 	}
 	for _, e := range entries {
 		n := e.Name()
-		if !e.Type().IsRegular() || n == "config.json" || strings.HasSuffix(n, ".safetensors") || n == "model.safetensors.index.json" {
+		keep := false
+		for _, ext := range []string{".json", ".model", ".tiktoken", ".txt", ".jinja", ".py", ".md"} {
+			keep = keep || strings.HasSuffix(n, ext)
+		}
+		if !e.Type().IsRegular() || !keep || n == "config.json" || n == "model.safetensors.index.json" {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join(src, n))

@@ -6,6 +6,7 @@
 //	run -model DIR -chat                         interactive multi-turn chat
 //	run tokenize (-model DIR | -tokenizer FILE) [-special] [-json] TEXT
 //	run chat-template (-model DIR | -tokenizer-config FILE) -messages FILE.json [-add-generation-prompt]
+//	run quantize -model DIR -out DIR -bits 4|8 [-group 64]  write an mlx-lm compatible quantized copy
 //
 // With no -model, a built-in 4M-parameter Python model (tinycode-llama) is used.
 // Load time and throughput go to stderr; -json prints one JSON object at the end.
@@ -46,6 +47,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return runTokenize(args[1:], stdin, stdout, stderr)
 		case "chat-template":
 			return runChatTemplate(args[1:], stdin, stdout, stderr)
+		case "quantize":
+			return runQuantize(ctx, args[1:], stdout, stderr)
 		}
 	}
 	if err := generate(ctx, args, stdin, stdout, stderr); err != nil {
@@ -61,6 +64,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 // genFlags are the flags of the default (generate) command.
 type genFlags struct {
 	model, prompt, promptIDs, backend string
+	quant                             string
 	n, topK, threads, ctxLen          int
 	temp, topP, minP, repeatPenalty   float64
 	seed                              uint64
@@ -88,6 +92,7 @@ func parseGenFlags(args []string, stderr io.Writer) (*genFlags, error) {
 	fs.Float64Var(&f.repeatPenalty, "repeat-penalty", 1, "penalty for the last 64 tokens (1: off)")
 	fs.Uint64Var(&f.seed, "seed", 0, "random seed (0: from the clock)")
 	fs.StringVar(&f.backend, "backend", "auto", "compute backend: auto or cpu")
+	fs.StringVar(&f.quant, "quant", "", "quantize f32/f16/bf16 weights on load: q4 or q8 (MLX affine, group 64)")
 	fs.IntVar(&f.threads, "threads", 0, "CPU threads (0: all cores)")
 	fs.IntVar(&f.ctxLen, "ctx", 0, "context window in tokens (0: min(max_position_embeddings, 4096))")
 	fs.BoolVar(&f.ignoreEOS, "ignore-eos", false, "keep generating past end-of-sequence tokens")
@@ -99,6 +104,7 @@ func parseGenFlags(args []string, stderr io.Writer) (*genFlags, error) {
 		fmt.Fprint(stderr, `usage: run [-model DIR] (-prompt TEXT | -prompt-ids 1,2,3 | -chat) [flags]
        run tokenize (-model DIR | -tokenizer FILE) [-special] [-json] TEXT
        run chat-template (-model DIR | -tokenizer-config FILE) -messages FILE.json [-add-generation-prompt]
+       run quantize -model DIR -out DIR [-bits 4|8] [-group 64]
 
 flags:
 `)
@@ -150,7 +156,15 @@ func generate(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return err
 	}
 	defer b.Close()
-	llm, err := ingot.Load(ctx, dir, ingot.Options{Backend: b, Context: f.ctxLen})
+	o := ingot.Options{Backend: b, Context: f.ctxLen}
+	switch f.quant {
+	case "":
+	case "q4", "q8":
+		o.Quant = int(f.quant[1] - '0')
+	default:
+		return fmt.Errorf("-quant %q: want q4 or q8", f.quant)
+	}
+	llm, err := ingot.Load(ctx, dir, o)
 	if err != nil {
 		return err
 	}
