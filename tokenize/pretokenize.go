@@ -128,6 +128,22 @@ func (pl *pipeline) add(raw json.RawMessage, path string) error {
 // splitPiece appends the parts of p cut at the match spans to dst, as
 // tokenizers' NormalizedString.split does for behaviour b. Empty parts are dropped.
 func splitPiece(dst []piece, p piece, spans [][2]int, b int, invert bool) []piece {
+	if b == isolated || b == removed {
+		// Every part in order (isolated), or the parts that are not matches.
+		emit := func(start, end int, match bool) {
+			if end > start && (b == isolated || match == invert) {
+				dst = append(dst, piece{s: p.s[start:end], first: p.first && start == 0})
+			}
+		}
+		prev := 0
+		for _, sp := range spans {
+			emit(prev, sp[0], false)
+			emit(sp[0], sp[1], true)
+			prev = sp[1]
+		}
+		emit(prev, len(p.s), false)
+		return dst
+	}
 	type part struct {
 		start, end int
 		match      bool
@@ -147,15 +163,6 @@ func splitPiece(dst []piece, p piece, spans [][2]int, b int, invert bool) []piec
 	}
 	var out []part
 	switch b {
-	case isolated:
-		out = parts
-	case removed:
-		out = parts[:0]
-		for _, q := range parts {
-			if !q.match {
-				out = append(out, q)
-			}
-		}
 	case mergedWithPrevious:
 		out = make([]part, 0, len(parts))
 		prevMatch := false
