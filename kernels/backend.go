@@ -3,7 +3,10 @@ package kernels
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
+
+	"github.com/klauspost/cpuid/v2"
 )
 
 // A Backend enqueues ops on one device. Ops may run asynchronously until Sync.
@@ -85,11 +88,23 @@ type AttnParams struct {
 }
 
 // Open returns the backend with the given name. "cpu" always works; "auto" picks the
-// best available backend.
+// best available backend. threads ≤ 0 means [DefaultThreads].
 func Open(name string, threads int) (Backend, error) {
+	if threads <= 0 {
+		threads = DefaultThreads()
+	}
 	switch strings.ToLower(name) {
 	case "", "auto", "cpu":
 		return NewCPU(threads), nil
 	}
 	return nil, fmt.Errorf("kernels: unknown backend %q (want auto or cpu)", name)
+}
+
+// DefaultThreads is the CPU thread count used when none is given: the number of
+// physical cores (hyper-threads share the memory bandwidth decode is bound by).
+func DefaultThreads() int {
+	if n := cpuid.CPU.PhysicalCores; n > 0 {
+		return n
+	}
+	return runtime.NumCPU()
 }

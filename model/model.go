@@ -54,8 +54,7 @@ func Load(ctx context.Context, dir string, o Options) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	a, ok := architectures[cfg.Arch()]
-	if !ok {
+	if _, ok := architectures[cfg.Arch()]; !ok {
 		return nil, fmt.Errorf("%w %q in %s/config.json (ingot runs %v)", ErrUnsupportedArch, cfg.Arch(), dir, archNames())
 	}
 	eos, err := loadEOS(dir, cfg)
@@ -74,12 +73,32 @@ func Load(ctx context.Context, dir string, o Options) (*Model, error) {
 		files.Close()
 		return nil, err
 	}
-	m := &Model{Config: cfg, EOS: eos, b: o.Backend, files: files}
+	l := &loader{files: files, quant: quant, used: map[string]bool{}}
+	if !l.has("model.embed_tokens.weight") && l.has("language_model.model.embed_tokens.weight") {
+		l.prefix = "language_model."
+	}
+	m, err := build(cfg, eos, l, o)
+	if err != nil {
+		files.Close()
+		return nil, err
+	}
+	m.files = files
+	if un := l.unused(); len(un) > 0 {
+		slices.Sort(un)
+		slog.Warn("model: unused tensors", "count", len(un), "first", un[0])
+	}
+	return m, nil
+}
+
+// build loads the network through l onto the backend of o (made here if nil) and
+// allocates the cache and activations.
+func build(cfg *Config, eos []int32, l *loader, o Options) (*Model, error) {
+	m := &Model{Config: cfg, EOS: eos, b: o.Backend}
 	if m.b == nil {
 		m.b, m.ownB = kernels.NewCPU(o.Threads), true
 	}
 	start := time.Now()
-	l := &loader{files: files, b: m.b, quant: quant, used: map[string]bool{}}
+	l.b = m.b
 	if o.Quant != 0 {
 		g := o.QuantGroup
 		if g == 0 {
@@ -91,16 +110,10 @@ func Load(ctx context.Context, dir string, o Options) (*Model, error) {
 		}
 		l.toQ = &quantConfig{Bits: o.Quant, GroupSize: g}
 	}
-	if !l.has("model.embed_tokens.weight") && l.has("language_model.model.embed_tokens.weight") {
-		l.prefix = "language_model."
-	}
-	if m.net, err = newLlama(cfg, a, l); err != nil {
+	var err error
+	if m.net, err = newLlama(cfg, architectures[cfg.Arch()], l); err != nil {
 		m.Close()
 		return nil, err
-	}
-	if un := l.unused(); len(un) > 0 {
-		slices.Sort(un)
-		slog.Warn("model: unused tensors", "count", len(un), "first", un[0])
 	}
 	m.weights = l.bytes
 	n := o.Context

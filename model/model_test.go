@@ -3,9 +3,12 @@ package model
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ingot-llm/ingot/kernels"
 )
 
 // TestDecodeAllocs proves a decode step allocates nothing on the heap.
@@ -114,5 +117,27 @@ func TestGenerateLimits(t *testing.T) {
 	r, err = m.Generate(context.Background(), ref.InputIDs[:5], GenerateOptions{IgnoreEOS: true}, func(Token) bool { return false })
 	if err != nil || r.Stop != StopCaller || len(r.Tokens) != 1 {
 		t.Errorf("emit false: stop %q after %d tokens, err %v", r.Stop, len(r.Tokens), err)
+	}
+}
+
+// TestSynthetic: a synthetic model of a real shape loads and runs in the quantized
+// storage types benchmarks use.
+func TestSynthetic(t *testing.T) {
+	for _, dt := range []kernels.DType{kernels.DTypeQ4, kernels.DTypeQ8} {
+		m, err := Synthetic(context.Background(), "qwen2.5-0.5b", dt, 1, Options{Threads: 2, Context: 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		logits, err := m.Forward(context.Background(), []int32{1, 2, 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(logits) != 151936 || math.IsNaN(float64(logits[0])) {
+			t.Errorf("%s: %d logits, first %v", dt, len(logits), logits[0])
+		}
+		m.Close()
+	}
+	if _, err := Synthetic(context.Background(), "gpt-5", kernels.DTypeQ4, 1, Options{}); err == nil || !strings.Contains(err.Error(), "llama-3.2-1b") {
+		t.Errorf("unknown shape: %v", err)
 	}
 }

@@ -111,6 +111,7 @@ type loader struct {
 	quant  *quantConfig
 	prefix string       // "" or e.g. "language_model." (sanitized checkpoints)
 	toQ    *quantConfig // quantize float matrices on load (Options.Quant); nil: keep them
+	synth  *synthetic   // make random weights instead of reading files (benchmarks)
 	used   map[string]bool
 	bytes  int64 // weight bytes uploaded
 }
@@ -124,6 +125,9 @@ func (l *loader) get(name string) (*stTensor, bool) {
 }
 
 func (l *loader) has(name string) bool {
+	if l.synth != nil {
+		return l.synth.has(name)
+	}
 	_, ok := l.files.tensors[l.prefix+name]
 	return ok
 }
@@ -152,6 +156,9 @@ func (l *loader) upload(name string, t *kernels.Tensor) (*kernels.Tensor, error)
 
 // hostMatrix returns the host tensor of a module's weight without uploading it.
 func (l *loader) hostMatrix(module string, rows, cols int) (*kernels.Tensor, error) {
+	if l.synth != nil {
+		return l.synth.matrix(rows, cols), nil
+	}
 	name := module + ".weight"
 	st, ok := l.get(name)
 	if !ok {
@@ -245,6 +252,9 @@ func (l *loader) quantized(module string, st *stTensor, rows, cols int) (*kernel
 // vector loads a 1-D tensor of n elements as f32 (norm weights, biases). With
 // plusOne it adds 1 in float32, turning Gemma's stored (w) into the (1+w) it applies.
 func (l *loader) vector(name string, n int, plusOne bool) (*kernels.Tensor, error) {
+	if l.synth != nil {
+		return l.upload(name, kernels.FromF32(l.synth.vector(name, n), n))
+	}
 	st, ok := l.get(name)
 	if !ok {
 		return nil, fmt.Errorf("model: missing tensor %q", l.prefix+name)

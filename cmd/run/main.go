@@ -27,6 +27,7 @@ import (
 	"strings"
 
 	"github.com/ingot-llm/ingot"
+	"github.com/ingot-llm/ingot/internal/benchtool"
 	"github.com/ingot-llm/ingot/internal/demo"
 	"github.com/ingot-llm/ingot/kernels"
 	"github.com/ingot-llm/ingot/model"
@@ -49,6 +50,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return runChatTemplate(args[1:], stdin, stdout, stderr)
 		case "quantize":
 			return runQuantize(ctx, args[1:], stdout, stderr)
+		case "bench":
+			return benchtool.Main(ctx, args[1:], stdout, stderr)
 		}
 	}
 	if err := generate(ctx, args, stdin, stdout, stderr); err != nil {

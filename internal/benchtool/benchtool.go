@@ -1,0 +1,256 @@
+// Package benchtool is ingot's llama-bench: end-to-end prefill (pp) and decode (tg)
+// throughput of a model directory or of a synthetic model with a named real shape,
+// with every decode figure also given as a fraction of the machine's measured
+// memory bandwidth. `go run ./bench` and `run bench` both call [Main].
+package benchtool
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ingot-llm/ingot/kernels"
+	"github.com/ingot-llm/ingot/kernels/cpu"
+	"github.com/ingot-llm/ingot/model"
+)
+
+// Result is one row of output; the JSON names are a contract.
+type Result struct {
+	Model       string  `json:"model"`
+	DType       string  `json:"dtype"`
+	Backend     string  `json:"backend"`
+	Threads     int     `json:"threads"`
+	Test        string  `json:"test"`
+	Reps        int     `json:"reps"`
+	TokS        float64 `json:"tok_s"`
+	TokSSD      float64 `json:"tok_s_sd"`
+	GBs         float64 `json:"gb_s"`        // weight bytes read per second (decode); per pass (prefill)
+	BWFraction  float64 `json:"bw_fraction"` // gb_s / bandwidth_gb_s
+	GFLOPs      float64 `json:"gflop_s"`
+	WeightBytes int64   `json:"weight_bytes"`
+	BandwidthGB float64 `json:"bandwidth_gb_s"` // the probe: multi-threaded read of a 512 MB buffer
+}
+
+// test is "pp512" (prefill 512 tokens) or "tg128" (decode 128 tokens one by one).
+type test struct {
+	name    string
+	prefill bool
+	n       int
+}
+
+func parseTests(s string) ([]test, error) {
+	var ts []test
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if len(f) < 3 {
+			return nil, fmt.Errorf("-test %q: want ppN or tgN", f)
+		}
+		n, err := strconv.Atoi(f[2:])
+		if err != nil || n <= 0 || (f[:2] != "pp" && f[:2] != "tg") {
+			return nil, fmt.Errorf("-test %q: want ppN or tgN with N > 0", f)
+		}
+		ts = append(ts, test{f, f[:2] == "pp", n})
+	}
+	return ts, nil
+}
+
+// Main runs the benchmark tool with args (without the program name) and returns
+// the exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("model", "", "model directory (default: a synthetic model, see -shape)")
+	shape := fs.String("shape", "llama-3.2-1b", "synthetic model shape: "+strings.Join(model.ShapeNames(), ", "))
+	dtype := fs.String("dtype", "q4", "weights: q4, q8, bf16, f16 or f32 (with -model: quantize on load to q4/q8, else as stored)")
+	tests := fs.String("test", "pp512,tg128", "comma-separated tests: ppN (prefill N tokens), tgN (decode N tokens)")
+	threads := fs.Int("threads", 0, "CPU threads (0: all physical cores)")
+	reps := fs.Int("reps", 3, "repetitions per test")
+	backend := fs.String("backend", "cpu", "backend: cpu")
+	asJSON := fs.Bool("json", false, "print a JSON array instead of a table")
+	seed := fs.Uint64("seed", 1, "seed of the synthetic weights and prompt tokens")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if err := run(ctx, *dir, *shape, *dtype, *tests, *threads, *reps, *backend, *asJSON, *seed, stdout, stderr); err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 1
+	}
+	return 0
+}
+
+func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int, backend string, asJSON bool, seed uint64, stdout, stderr io.Writer) error {
+	ts, err := parseTests(tests)
+	if err != nil {
+		return err
+	}
+	if reps < 1 {
+		return errors.New("-reps must be at least 1")
+	}
+	if threads <= 0 {
+		threads = kernels.DefaultThreads()
+	}
+	dt, err := parseDType(dtype)
+	if err != nil {
+		return err
+	}
+	maxPP := 1
+	for _, t := range ts {
+		if t.prefill {
+			maxPP = max(maxPP, t.n)
+		}
+	}
+	ctxLen := 0
+	for _, t := range ts {
+		ctxLen = max(ctxLen, t.n+1)
+	}
+	b, err := kernels.Open(backend, threads)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	o := model.Options{Backend: b, Context: ctxLen, Batch: maxPP}
+	progress(stderr, "loading %s", nameOf(dir, shape))
+	var m *model.Model
+	if dir != "" {
+		if dt.Quantized() {
+			o.Quant = dt.Bits()
+		}
+		m, err = model.Load(ctx, dir, o)
+	} else {
+		m, err = model.Synthetic(ctx, shape, dt, seed, o)
+	}
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if dir != "" && !dt.Quantized() {
+		dtype = m.Config.DType + m.Config.TorchDType // as stored
+	}
+	progress(stderr, "measuring memory bandwidth (%d threads)", threads)
+	pool := cpu.NewPool(threads)
+	bw := cpu.ReadBandwidth(pool, 512<<20)
+	pool.Close()
+
+	rng := rand.New(rand.NewPCG(seed, 7))
+	var results []Result
+	for _, t := range ts {
+		tokens := make([]int32, t.n)
+		for i := range tokens {
+			tokens[i] = int32(rng.IntN(m.Config.VocabSize))
+		}
+		var rates []float64
+		for r := -1; r < reps; r++ { // r = -1 is a warm-up
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			progress(stderr, "%s %s: %s rep %d/%d", nameOf(dir, shape), dtype, t.name, max(r+1, 0), reps)
+			m.Truncate(0)
+			start := time.Now()
+			if t.prefill {
+				_, err = m.Forward(ctx, tokens)
+			} else {
+				for _, tok := range tokens {
+					if _, err = m.Forward(ctx, []int32{tok}); err != nil {
+						break
+					}
+				}
+			}
+			if err != nil {
+				return err
+			}
+			if r >= 0 {
+				rates = append(rates, float64(t.n)/time.Since(start).Seconds())
+			}
+		}
+		mean, sd := meanSD(rates)
+		res := Result{Model: nameOf(dir, shape), DType: dtype, Backend: b.Name(), Threads: threads, Test: t.name, Reps: reps,
+			TokS: mean, TokSSD: sd, WeightBytes: m.WeightBytes(), BandwidthGB: bw}
+		if t.prefill {
+			res.GBs = float64(m.WeightBytes()) * mean / float64(t.n) / 1e9
+			res.GFLOPs = prefillFLOPs(m.Config, t.n) * mean / float64(t.n) / 1e9
+		} else {
+			res.GBs = float64(m.WeightBytes()) * mean / 1e9
+			res.GFLOPs = decodeFLOPs(m.Config) * mean / 1e9
+		}
+		res.BWFraction = res.GBs / bw
+		results = append(results, res)
+	}
+	fmt.Fprint(stderr, "\r\033[K")
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(results)
+	}
+	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(w, "model\tdtype\tbackend\tthreads\ttest\ttok/s\tGB/s\t%% of %.1f GB/s\tGFLOP/s\t\n", bw)
+	for _, r := range results {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%.2f ± %.2f\t%.1f\t%.0f%%\t%.1f\t\n", r.Model, r.DType, r.Backend, r.Threads, r.Test, r.TokS, r.TokSSD, r.GBs, 100*r.BWFraction, r.GFLOPs)
+	}
+	return w.Flush()
+}
+
+func nameOf(dir, shape string) string {
+	if dir != "" {
+		return dir
+	}
+	return shape
+}
+
+func progress(w io.Writer, format string, a ...any) {
+	fmt.Fprintf(w, "\r\033[K"+format, a...)
+}
+
+func parseDType(s string) (kernels.DType, error) {
+	for _, d := range []kernels.DType{kernels.DTypeF32, kernels.DTypeF16, kernels.DTypeBF16, kernels.DTypeQ4, kernels.DTypeQ8} {
+		if d.String() == s {
+			return d, nil
+		}
+	}
+	return 0, fmt.Errorf("-dtype %q: want q4, q8, bf16, f16 or f32", s)
+}
+
+func meanSD(x []float64) (mean, sd float64) {
+	for _, v := range x {
+		mean += v
+	}
+	mean /= float64(len(x))
+	if len(x) < 2 {
+		return mean, 0
+	}
+	for _, v := range x {
+		sd += (v - mean) * (v - mean)
+	}
+	return mean, math.Sqrt(sd / float64(len(x)-1))
+}
+
+// layerMACs is the multiply-adds of one token through one layer's projections.
+func layerMACs(c *model.Config) float64 {
+	D, F := float64(c.HiddenSize), float64(c.IntermediateSize)
+	q, kv := float64(c.NumHeads*c.HeadDim), float64(c.NumKVHeads*c.HeadDim)
+	return D*q + 2*D*kv + q*D + 3*D*F
+}
+
+// decodeFLOPs is one decode step at a short context (attention is negligible).
+func decodeFLOPs(c *model.Config) float64 {
+	return 2 * (float64(c.NumLayers)*layerMACs(c) + float64(c.HiddenSize*c.VocabSize))
+}
+
+// prefillFLOPs is a prefill of n tokens: projections for every token, causal
+// attention (QKᵀ and AV over n²/2 pairs) and the LM head for the last token only.
+func prefillFLOPs(c *model.Config, n int) float64 {
+	N := float64(n)
+	attn := 2 * 2 * float64(c.NumHeads*c.HeadDim) * N * N / 2
+	return 2*N*float64(c.NumLayers)*layerMACs(c) + float64(c.NumLayers)*attn + 2*float64(c.HiddenSize*c.VocabSize)
+}
