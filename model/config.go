@@ -26,8 +26,9 @@ type Config struct {
 	VocabSize        int      `json:"vocab_size"`          // V
 	RMSNormEps       float32  `json:"rms_norm_eps"`
 	MaxPositions     int      `json:"max_position_embeddings"`
-	TieEmbeddings    *bool    `json:"tie_word_embeddings"` // nil: tied iff lm_head.weight is absent
-	AttentionBias    bool     `json:"attention_bias"`      // q/k/v/o biases (Llama); Qwen2 has q/k/v biases always
+	OriginalMaxPos   int      `json:"original_max_position_embeddings"` // Phi-3 longrope
+	TieEmbeddings    *bool    `json:"tie_word_embeddings"`              // nil: tied iff lm_head.weight is absent
+	AttentionBias    bool     `json:"attention_bias"`                   // q/k/v/o biases (Llama); Qwen2 has q/k/v biases always
 	MLPBias          bool     `json:"mlp_bias"`
 	HiddenAct        string   `json:"hidden_act"`
 	HiddenActivation string   `json:"hidden_activation"` // Gemma 2 (and some Gemma) name for hidden_act
@@ -58,20 +59,22 @@ type Config struct {
 
 // RopeParams is rope_parameters (transformers 5) or rope_scaling (legacy).
 type RopeParams struct {
-	Type                string   `json:"rope_type"`
-	LegacyType          string   `json:"type"`
-	Theta               float64  `json:"rope_theta"`
-	Factor              float64  `json:"factor"`
-	LowFreqFactor       float64  `json:"low_freq_factor"`
-	HighFreqFactor      float64  `json:"high_freq_factor"`
-	OriginalMax         int      `json:"original_max_position_embeddings"`
-	PartialRotaryFactor float64  `json:"partial_rotary_factor"`
-	AttentionFactor     *float64 `json:"attention_factor"`
-	BetaFast            float64  `json:"beta_fast"`
-	BetaSlow            float64  `json:"beta_slow"`
-	MScale              float64  `json:"mscale"`
-	MScaleAllDim        float64  `json:"mscale_all_dim"`
-	Truncate            *bool    `json:"truncate"`
+	Type                string    `json:"rope_type"`
+	LegacyType          string    `json:"type"`
+	Theta               float64   `json:"rope_theta"`
+	Factor              float64   `json:"factor"`
+	LowFreqFactor       float64   `json:"low_freq_factor"`
+	HighFreqFactor      float64   `json:"high_freq_factor"`
+	OriginalMax         int       `json:"original_max_position_embeddings"`
+	PartialRotaryFactor float64   `json:"partial_rotary_factor"`
+	AttentionFactor     *float64  `json:"attention_factor"`
+	BetaFast            float64   `json:"beta_fast"`
+	BetaSlow            float64   `json:"beta_slow"`
+	MScale              float64   `json:"mscale"`
+	MScaleAllDim        float64   `json:"mscale_all_dim"`
+	Truncate            *bool     `json:"truncate"`
+	LongFactor          []float64 `json:"long_factor"`  // longrope
+	ShortFactor         []float64 `json:"short_factor"` // longrope
 }
 
 // loadConfig reads and validates dir/config.json.

@@ -69,7 +69,7 @@ func FuzzConfig(f *testing.F) {
 			return
 		}
 		_, _ = parseQuant(c)
-		if _, err := newRoPE(c); err != nil {
+		if _, err := newRoPE(c, 4096); err != nil {
 			return
 		}
 		for i := range c.NumLayers {

@@ -36,7 +36,7 @@ type layer struct {
 }
 
 // newLlama loads every weight through l, checking shapes against the config.
-func newLlama(c *Config, a arch, l *loader) (*llama, error) {
+func newLlama(c *Config, a arch, l *loader, ctxLen int) (*llama, error) {
 	act := c.Activation()
 	if c.HiddenAct == "" && c.HiddenActivation == "" {
 		act = a.defaultAct
@@ -48,7 +48,7 @@ func newLlama(c *Config, a arch, l *loader) (*llama, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model: config.json: hidden_act: %w", err)
 	}
-	rope, err := newRoPE(c)
+	rope, err := newRoPE(c, ctxLen)
 	if err != nil {
 		return nil, err
 	}

@@ -110,12 +110,6 @@ func build(cfg *Config, eos []int32, l *loader, o Options) (*Model, error) {
 		}
 		l.toQ = &quantConfig{Bits: o.Quant, GroupSize: g}
 	}
-	var err error
-	if m.net, err = newLlama(cfg, architectures[cfg.Arch()], l); err != nil {
-		m.Close()
-		return nil, err
-	}
-	m.weights = l.bytes
 	n := o.Context
 	if n <= 0 {
 		n = 4096
@@ -123,6 +117,12 @@ func build(cfg *Config, eos []int32, l *loader, o Options) (*Model, error) {
 			n = min(n, cfg.MaxPositions)
 		}
 	}
+	var err error
+	if m.net, err = newLlama(cfg, architectures[cfg.Arch()], l, n); err != nil {
+		m.Close()
+		return nil, err
+	}
+	m.weights = l.bytes
 	batch := o.Batch
 	if batch <= 0 {
 		batch = 512

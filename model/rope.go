@@ -7,10 +7,11 @@ import (
 	"github.com/ingot-llm/ingot/kernels"
 )
 
-// newRoPE builds the rotary embedding of a config: inverse frequencies with the
-// configured scaling applied, as transformers' ROPE_INIT_FUNCTIONS compute them
-// (in float32). Unknown rope types are an error naming the type.
-func newRoPE(c *Config) (*kernels.RoPE, error) {
+// newRoPE builds the rotary embedding of a config for a context window of ctxLen
+// tokens: inverse frequencies with the configured scaling applied, as transformers'
+// ROPE_INIT_FUNCTIONS compute them (in float32). Unknown rope types are an error
+// naming the type.
+func newRoPE(c *Config, ctxLen int) (*kernels.RoPE, error) {
 	p := c.rope()
 	dim := int(float64(c.HeadDim) * p.PartialRotaryFactor)
 	if dim <= 0 || dim > c.HeadDim || dim%2 != 0 {
@@ -67,8 +68,14 @@ func newRoPE(c *Config) (*kernels.RoPE, error) {
 			return nil, err
 		}
 		r.Scale = float32(yarn(inv, p, float64(dim), c.MaxPositions))
+	case "longrope", "su":
+		scale, err := longrope(inv, p, c, ctxLen)
+		if err != nil {
+			return nil, err
+		}
+		r.Scale = float32(scale)
 	default:
-		return nil, fmt.Errorf("model: unsupported rope type %q (ingot supports default, linear, llama3, yarn)", p.Type)
+		return nil, fmt.Errorf("model: unsupported rope type %q (ingot supports default, linear, llama3, yarn, longrope)", p.Type)
 	}
 	for i, f := range inv {
 		r.InvFreq[i] = float32(f)
@@ -122,4 +129,42 @@ func yarn(inv []float64, p RopeParams, dim float64, maxPos int) float64 {
 		inv[i] = f/p.Factor*(1-extra) + f*extra
 	}
 	return attn
+}
+
+// longrope divides inv (the default frequencies) by Phi-3's per-frequency factors and
+// returns the cos/sin scale (transformers' _compute_longrope_parameters). transformers
+// switches from short to long factors when a forward pass runs past
+// original_max_position_embeddings; with a KV cache that would mix rotations, so
+// ingot chooses once, by the context window, as llama.cpp does.
+func longrope(inv []float64, p RopeParams, c *Config, ctxLen int) (float64, error) {
+	orig := c.OriginalMaxPos
+	if orig == 0 {
+		orig = p.OriginalMax
+	}
+	factor := p.Factor
+	if orig > 0 && c.MaxPositions > 0 {
+		factor = float64(c.MaxPositions) / float64(orig)
+	} else {
+		orig = c.MaxPositions
+	}
+	ext := p.ShortFactor
+	if ctxLen > orig {
+		ext = p.LongFactor
+	}
+	if len(ext) != len(inv) {
+		return 0, fmt.Errorf("model: longrope needs %d long_factor and short_factor entries, got %d and %d", len(inv), len(p.LongFactor), len(p.ShortFactor))
+	}
+	for i := range inv {
+		if !(ext[i] > 0) {
+			return 0, fmt.Errorf("model: longrope factor %d (%g) must be positive", i, ext[i])
+		}
+		inv[i] /= ext[i]
+	}
+	switch {
+	case p.AttentionFactor != nil:
+		return *p.AttentionFactor, nil
+	case factor <= 1 || orig <= 1:
+		return 1, nil
+	}
+	return math.Sqrt(1 + math.Log(factor)/math.Log(float64(orig))), nil
 }
