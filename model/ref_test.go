@@ -167,3 +167,35 @@ func tokenIDsOf(ts []Token) []int32 {
 	}
 	return ids
 }
+
+// TestLegacyConfig loads each folder with config.legacy.json (rope_theta and
+// rope_scaling at the top level, no rope_parameters) in place of config.json: the
+// logits must be bit-identical, as they are in transformers.
+func TestLegacyConfig(t *testing.T) {
+	for _, name := range shortCases {
+		t.Run(name, func(t *testing.T) {
+			src, ref := readRef(t, name)
+			dir := t.TempDir()
+			for dst, from := range map[string]string{"config.json": "config.legacy.json", "model.safetensors": "model.safetensors", "generation_config.json": "generation_config.json"} {
+				if err := os.Symlink(filepath.Join(src, from), filepath.Join(dir, dst)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			run := func(dir string) []float32 {
+				m, err := Load(context.Background(), dir, Options{Threads: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer m.Close()
+				l, err := m.Forward(context.Background(), ref.InputIDs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return slices.Clone(l)
+			}
+			if a, b := run(src), run(dir); !slices.Equal(a, b) {
+				t.Errorf("legacy config changes the logits by up to %g", maxAbs(a, b))
+			}
+		})
+	}
+}
