@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -77,12 +78,18 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	backend := fs.String("backend", "cpu", "backend: cpu")
 	asJSON := fs.Bool("json", false, "print a JSON array instead of a table")
 	seed := fs.Uint64("seed", 1, "seed of the synthetic weights and prompt tokens")
+	verbose := fs.Bool("v", false, "log details to stderr")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
 	}
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})))
 	if err := run(ctx, *dir, *shape, *dtype, *tests, *threads, *reps, *backend, *asJSON, *seed, stdout, stderr); err != nil {
 		fmt.Fprintln(stderr, "bench:", err)
 		return 1
