@@ -250,7 +250,7 @@ func newBPE(mj *modelJSON, byteLevel bool) (*bpe, error) {
 		}
 		maxID = max(maxID, id)
 	}
-	if maxID >= 1<<24 {
+	if maxID >= 1<<21 {
 		return nil, fmt.Errorf("model.vocab: id %d is too large", maxID)
 	}
 	m.tokens = make([]string, maxID+1)
