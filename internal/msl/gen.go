@@ -223,7 +223,7 @@ scan:
 	}
 	where := fmt.Sprintf("%s:%d", d[0].file, d[0].line)
 	var params []binding
-	if paren >= 0 {
+	if _, known := templates[name]; paren >= 0 && !(isInst && known) {
 		var perr error
 		params, perr = parseParams(d, paren)
 		if perr != nil {
@@ -245,7 +245,7 @@ scan:
 		return kernelDecl{host: host, target: name + targs, params: tp, where: where}, "", nil
 	case isTemplate:
 		if body {
-			return k, name, nil
+			return kernelDecl{params: params, where: where}, name, nil
 		}
 		return k, "", nil
 	case body:

@@ -117,3 +117,9 @@ func randn(n int, seed uint64) []float32 {
 	}
 	return out
 }
+
+// openOpts opens a strict device with explicit parallelism and fiber seed.
+func openOpts(tb testing.TB, threads int, seed int64, names ...string) *msl.Device {
+	tb.Helper()
+	return msltest.OpenOptions(tb, msl.Options{Strict: true, Threads: threads, Seed: seed}, files(tb, names...)...)
+}
