@@ -432,7 +432,7 @@ func TestVectorOps(t *testing.T) {
 		var want [16]float32
 		copy(want[0:], []float32{v[2], v[3], v[0], v[1]})
 		for c := range 4 {
-			want[4+c] = float32(uint32(float32(math.Abs(float64(v[c]))) * 10)) + 1
+			want[4+c] = float32(uint32(float32(math.Abs(float64(v[c])))*10)) + 1
 			if v[c] > 0 {
 				want[8+c] = 1
 			}
