@@ -123,3 +123,9 @@ func openOpts(tb testing.TB, threads int, seed int64, names ...string) *msl.Devi
 	tb.Helper()
 	return msltest.OpenOptions(tb, msl.Options{Strict: true, Threads: threads, Seed: seed}, files(tb, names...)...)
 }
+
+// openLax opens a non-strict device.
+func openLax(tb testing.TB, names ...string) *msl.Device {
+	tb.Helper()
+	return msltest.OpenOptions(tb, msl.Options{}, files(tb, names...)...)
+}
