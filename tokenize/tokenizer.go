@@ -133,10 +133,12 @@ func (t *Tokenizer) TokenID(tok string) (int32, bool) {
 			return id, true
 		}
 	}
-	for id, s := range t.model.tokens {
-		if s == tok {
-			return int32(id), true
-		}
+	key := tok
+	if t.model.byteLevel {
+		key = unmapByteLevel(tok)
+	}
+	if id, ok := t.model.vocab[key]; ok && t.model.tokens[id] == tok {
+		return id, true
 	}
 	return 0, false
 }

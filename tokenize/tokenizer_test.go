@@ -188,3 +188,53 @@ func TestHFReference(t *testing.T) {
 		})
 	}
 }
+
+// TestConcurrentEncode checks that one Tokenizer encodes from many goroutines
+// at once (the word cache is shared) with the results of a serial encode.
+func TestConcurrentEncode(t *testing.T) {
+	tk := loadDir(t, "testdata/tinycode-llama")
+	var f struct {
+		Cases []struct {
+			Text string  `json:"text"`
+			IDs  []int32 `json:"ids"`
+		} `json:"cases"`
+	}
+	readJSON(t, "testdata/tinycode-llama/tok_cases.json", &f)
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Go(func() {
+			for i := range f.Cases {
+				c := f.Cases[(i+g*31)%len(f.Cases)]
+				if got := tk.Encode(c.Text, false); !slices.Equal(got, c.IDs) {
+					t.Errorf("Encode(%q) = %v, want %v", c.Text, got, c.IDs)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func TestTokenLookup(t *testing.T) {
+	tests := []struct {
+		dir, tok string
+		id       int32
+	}{
+		{"testdata/tinycode-llama", "<|end_of_text|>", 4095},
+		{"testdata/tinycode-llama", "Ġ", 220},
+		{"testdata/tok-spm", "<0x0A>", 13},
+		{"testdata/tok-spm", "</s>", 2},
+	}
+	for _, tc := range tests {
+		tk := loadDir(t, tc.dir)
+		if id, ok := tk.TokenID(tc.tok); !ok || id != tc.id {
+			t.Errorf("%s: TokenID(%q) = %d, %v, want %d", tc.dir, tc.tok, id, ok, tc.id)
+		}
+		if got := tk.Token(tc.id); got != tc.tok {
+			t.Errorf("%s: Token(%d) = %q, want %q", tc.dir, tc.id, got, tc.tok)
+		}
+	}
+	tk := loadDir(t, "testdata/tinycode-llama")
+	if id, ok := tk.BOS(); !ok || id != 4094 || !tk.IsSpecial(id) || tk.IsSpecial(220) || tk.VocabSize() != 4096 {
+		t.Errorf("BOS() = %d, %v; VocabSize() = %d", id, ok, tk.VocabSize())
+	}
+}
