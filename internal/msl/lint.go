@@ -63,7 +63,7 @@ func callable(t token) bool {
 		}
 		return true
 	case tPunct:
-		return t.text == ")" || t.text == "]" || t.text == ">"
+		return t.text == "]" || t.text == ">"
 	}
 	return false
 }
