@@ -146,8 +146,17 @@ func topComparison(toks []token) (string, bool) {
 	return op, op != ""
 }
 
-// lintErrors joins lint findings into one error listing every problem.
+// lintErrors joins lint findings into one error listing every problem;
+// errors.As finds each [*LintError].
 type lintErrors []*LintError
+
+func (l lintErrors) Unwrap() []error {
+	out := make([]error, len(l))
+	for i, e := range l {
+		out[i] = e
+	}
+	return out
+}
 
 func (l lintErrors) Error() string {
 	var sb strings.Builder
