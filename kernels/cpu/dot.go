@@ -48,7 +48,7 @@ func qMatVecGo(dst []float32, q *QMatrix, K, n0 int, a *actQ, l int) {
 		for g := range G {
 			var acc int32
 			if q.Bits == 4 {
-				acc = dotQ4Go(w[g*gs/8:(g+1)*gs/8], xq[g*gs:(g+1)*gs])
+				acc = dotQ4Go(w[g*gs/8:(g+1)*gs/8], xq[g*gs:(g+1)*gs], q4Chunk(gs))
 			} else {
 				acc = dotQ8Go(w[g*gs/4:(g+1)*gs/4], xq[g*gs:(g+1)*gs])
 			}
@@ -59,14 +59,15 @@ func qMatVecGo(dst []float32, q *QMatrix, K, n0 int, a *actQ, l int) {
 	}
 }
 
-// dotQ4Go returns Σ code·xq over blocks of 32 4-bit codes (4 words each) against
-// the permuted int8 layout of actQ.
-func dotQ4Go(w []uint32, xq []int8) int32 {
+// dotQ4Go returns Σ code·xq over chunks of c 4-bit codes (c/8 words each)
+// against the permuted int8 layout of actQ.
+func dotQ4Go(w []uint32, xq []int8, c int) int32 {
 	var acc int32
-	for b := 0; b+4 <= len(w); b += 4 {
-		x := xq[b*8 : b*8+32]
-		for j, v := range w[b : b+4] {
-			e, o := x[4*j:4*j+4], x[16+4*j:16+4*j+4]
+	h, cw := c/2, c/8
+	for b := 0; b+cw <= len(w); b += cw {
+		x := xq[b*8 : b*8+c]
+		for j, v := range w[b : b+cw] {
+			e, o := x[4*j:4*j+4], x[h+4*j:h+4*j+4]
 			acc += int32(v&15)*int32(e[0]) + int32(v>>4&15)*int32(o[0]) +
 				int32(v>>8&15)*int32(e[1]) + int32(v>>12&15)*int32(o[1]) +
 				int32(v>>16&15)*int32(e[2]) + int32(v>>20&15)*int32(o[2]) +

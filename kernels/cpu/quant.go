@@ -3,10 +3,10 @@ package cpu
 import "math"
 
 // actQ holds L rows of activations quantized for the 4/8-bit kernels: int8 values
-// with one absmax scale per weight group (GroupSize elements), stored in blocks of
-// 32. For 4-bit weights each block is permuted to [x0 x2 … x30 x1 x3 … x31], the
-// order in which a 16-byte run of packed nibbles unpacks (low nibbles, then high).
-// It lives in the Pool and only grows.
+// with one absmax scale per weight group (GroupSize elements). For 4-bit weights
+// each chunk of C = q4Chunk(GroupSize) values is permuted to [x0 x2 … x(C−2) x1
+// x3 … x(C−1)], the order in which C/2 bytes of packed nibbles unpack (low
+// nibbles, then high). It lives in the Pool and only grows.
 type actQ struct {
 	K, G, Gp int       // row width, groups per row, G rounded up to 8
 	xq       []int8    // L·K
@@ -34,7 +34,10 @@ type groupQ struct {
 // quantize fills a from x (L, K) for groups of gs elements; perm selects the 4-bit
 // block order.
 func (a *actQ) quantize(x []float32, L, K, gs, bits int) {
-	perm := bits == 4
+	perm := 0
+	if bits == 4 {
+		perm = q4Chunk(gs)
+	}
 	c := float64(int(1)<<bits-1) / 2
 	G := K / gs
 	Gp := (G + 7) &^ 7
@@ -59,9 +62,19 @@ func (a *actQ) quantize(x []float32, L, K, gs, bits int) {
 // (ties to even), which then sits in the low mantissa bits.
 const magic = 12582912
 
-// quantGroup quantizes one group x to q with the scale d = amax/127 and returns d,
-// the sum of x (in float64) and the sum of the int8 values.
-func quantGroup(q []int8, x []float32, perm bool) (d float32, sum float64, isum int32) {
+// q4Chunk is the 4-bit activation chunk for group size gs: 64 when the groups
+// allow (the wide kernels), else 32.
+func q4Chunk(gs int) int {
+	if gs%64 == 0 {
+		return 64
+	}
+	return 32
+}
+
+// quantGroup quantizes one group x to q with the scale d = amax/127, permuting
+// each chunk of perm values (0: none), and returns d, the sum of x (in float64)
+// and the sum of the int8 values.
+func quantGroup(q []int8, x []float32, perm int) (d float32, sum float64, isum int32) {
 	var amax float32
 	var s float64
 	for _, v := range x {
@@ -74,16 +87,19 @@ func quantGroup(q []int8, x []float32, perm bool) (d float32, sum float64, isum 
 	}
 	d = amax / 127
 	id := 127 / amax
-	for b := 0; b < len(x); b += 32 {
-		xb, qb := x[b:b+32], q[b:b+32]
-		for j, v := range xb {
-			r := int32(math.Float32bits(float32(v*id)+magic)&0x7fffff) - 0x400000
-			r = min(max(r, -127), 127)
-			isum += r
-			if perm {
-				qb[(j&1)<<4|j>>1] = int8(r)
-			} else {
-				qb[j] = int8(r)
+	for j, v := range x {
+		r := int32(math.Float32bits(float32(v*id)+magic)&0x7fffff) - 0x400000
+		r = min(max(r, -127), 127)
+		isum += r
+		q[j] = int8(r)
+	}
+	if perm != 0 {
+		var tmp [64]int8
+		for c := 0; c < len(q); c += perm {
+			qc := q[c : c+perm]
+			copy(tmp[:], qc)
+			for j := range perm / 2 {
+				qc[j], qc[perm/2+j] = tmp[2*j], tmp[2*j+1]
 			}
 		}
 	}
