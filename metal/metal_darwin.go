@@ -1,0 +1,635 @@
+//go:build darwin
+
+// This file implements the Device seam (device.go) for Apple's Metal. The
+// Objective-C plumbing, ABI notes and ownership rules are in objc_darwin.go.
+//
+// Ownership: a Device owns its MTLDevice, command queue, library and every
+// cached pipeline, and Release frees them all. A Buffer owns its MTLBuffer.
+// A CommandBuffer owns a retained MTLCommandBuffer until Wait returns (or until
+// it becomes unreachable, via runtime.AddCleanup); an Encoder owns a retained
+// encoder until End. Command buffers use unretained references, so every
+// Buffer bound in one must stay alive (not Released) until its Wait returns.
+//
+// Errors: encoder methods cannot return errors, so a bad binding or dispatch
+// is recorded in the command buffer, nothing further is encoded into it, and
+// Wait returns the error. Guards name the limit they enforce.
+
+package metal
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/ebitengine/purego/objc"
+)
+
+var (
+	_ Device   = (*device)(nil)
+	_ Informer = (*device)(nil)
+)
+
+const (
+	maxBufferIndex      = 31   // [[buffer(0)]] … [[buffer(30)]]: Metal's buffer argument table
+	maxThreadgroupIndex = 31   // [[threadgroup(0)]] … [[threadgroup(30)]]
+	maxSetBytes         = 4096 // Apple: setBytes:length:atIndex: is for data under 4 KB
+)
+
+// device is Apple's Metal GPU. Its methods are safe for concurrent use,
+// except Release.
+type device struct {
+	id, queue, lib objc.ID
+	info           Info
+
+	mu    sync.Mutex // guards pipes
+	pipes map[string]*pipeline
+	chk   releaseCheck
+}
+
+// Open opens the system's default Metal GPU, makes a command queue and compiles
+// source (MSL) into one library. Kernel pipelines are built on first use by
+// Pipeline. On macOS 15 and later the library is compiled with
+// MTLMathModeRelaxed (fast math that keeps Inf and NaN, which attention masks
+// need); earlier systems get fastMathEnabled. The language version is the
+// newest the OS offers, up to 3.2 (see Info.LanguageVersion); shaders can test
+// __METAL_VERSION__. A compile error carries the compiler's log.
+//
+// Open returns an error wrapping [ErrUnavailable] when Metal cannot be loaded
+// or the machine has no Metal GPU.
+func Open(source string) (Device, error) {
+	if err := load(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	start := time.Now()
+	d := &device{pipes: make(map[string]*pipeline)}
+	var err error
+	withPool(func() { err = d.open(source) })
+	if err != nil {
+		withPool(d.releaseObjects)
+		return nil, err
+	}
+	slog.Info("metal device opened", "name", d.info.Name, "macos", d.info.OSVersion,
+		"msl", d.info.LanguageVersion, "max_working_set", d.info.MaxWorkingSet,
+		"max_buffer", d.info.MaxBufferLength, "unified_memory", d.info.UnifiedMemory,
+		"took", time.Since(start))
+	return d, nil
+}
+
+// open runs inside an autorelease pool.
+func (d *device) open(source string) error {
+	d.id = mtlCreateSystemDefaultDevice() // owned (Create rule)
+	if d.id == 0 {
+		d.id = firstDevice()
+	}
+	if d.id == 0 {
+		return fmt.Errorf("%w: no Metal GPU (MTLCreateSystemDefaultDevice and MTLCopyAllDevices found none)", ErrUnavailable)
+	}
+	d.info = Info{
+		Name:                 goString(msgID(d.id, selName)),
+		MaxWorkingSet:        int64(msgUint(d.id, selRecommendedMaxWorkingSetSize)),
+		MaxBufferLength:      int64(msgUint(d.id, selMaxBufferLength)),
+		UnifiedMemory:        msgBool(d.id, selHasUnifiedMemory),
+		MaxThreadgroupMemory: int(msgUint(d.id, selMaxThreadgroupMemoryLength)),
+		OSVersion:            osVersion(),
+	}
+	d.queue = msgID(d.id, selNewCommandQueue) // owned
+	if d.queue == 0 {
+		return errors.New("metal: newCommandQueue returned nil")
+	}
+	return d.compile(source)
+}
+
+// firstDevice returns an owned reference to the first of MTLCopyAllDevices, or 0.
+func firstDevice() objc.ID {
+	all := mtlCopyAllDevices() // owned NSArray (Copy rule)
+	if all == 0 {
+		return 0
+	}
+	defer release(all)
+	if msgUint(all, selCount) == 0 {
+		return 0
+	}
+	return retain(msgIDUint(all, selObjectAtIndex, 0))
+}
+
+// osVersion returns the macOS product version ("14.5"), or "" if unknown.
+func osVersion() string {
+	v, err := syscall.Sysctl("kern.osproductversion")
+	if err != nil {
+		return ""
+	}
+	return v
+}
+
+// languageVersion picks the MSL version to compile with from the macOS major
+// version (the table MLX uses). 0 leaves the OS default.
+func languageVersion(osVersion string) (v uint, name string) {
+	major, _, _ := strings.Cut(osVersion, ".")
+	n, err := strconv.Atoi(major)
+	switch {
+	case err != nil || n < 13:
+		return 0, ""
+	case n == 13:
+		return mtlLanguageVersion3_0, "3.0"
+	case n == 14:
+		return mtlLanguageVersion3_1, "3.1"
+	default:
+		return mtlLanguageVersion3_2, "3.2"
+	}
+}
+
+// compile builds d.lib from source. It runs inside an autorelease pool.
+func (d *device) compile(source string) error {
+	opts := msgID(msgID(classMTLCompileOptions, selAlloc), selInit) // owned
+	if opts == 0 {
+		return errors.New("metal: MTLCompileOptions init returned nil")
+	}
+	defer release(opts)
+	if msgRespond(opts, selRespondsToSelector, selSetMathMode) {
+		msgSetInt(opts, selSetMathMode, mtlMathModeRelaxed)
+	} else {
+		msgSetBool(opts, selSetFastMathEnabled, true)
+	}
+	if v, name := languageVersion(d.info.OSVersion); v != 0 {
+		msgSetUint(opts, selSetLanguageVersion, v)
+		d.info.LanguageVersion = name
+	}
+	src := newNSString(source)
+	if src == 0 {
+		return errors.New("metal: newLibraryWithSource: source is not valid UTF-8")
+	}
+	defer release(src)
+	var nserr objc.ID                                                       // borrowed (autoreleased) when set
+	d.lib = msgNewLibrary(d.id, selNewLibraryWithSource, src, opts, &nserr) // owned
+	if d.lib == 0 {
+		return fmt.Errorf("metal: newLibraryWithSource: %s", nsErrorText(nserr))
+	}
+	if nserr != 0 { // a library with warnings still reports them through error
+		slog.Debug("metal shader compiler warnings", "log", nsErrorText(nserr))
+	}
+	return nil
+}
+
+// Name is MTLDevice.name, e.g. "Apple M2 Max".
+func (d *device) Name() string { return d.info.Name }
+
+// MaxWorkingSet is recommendedMaxWorkingSetSize in bytes.
+func (d *device) MaxWorkingSet() int64 { return d.info.MaxWorkingSet }
+
+// Info describes the device; AllocatedSize is read now.
+func (d *device) Info() Info {
+	in := d.info
+	if d.id != 0 {
+		in.AllocatedSize = int64(msgUint(d.id, selCurrentAllocatedSize))
+	}
+	return in
+}
+
+// NewBuffer returns a zeroed shared-storage buffer of n bytes (Metal clears
+// new buffers). n larger than maxBufferLength is an error: split the data.
+func (d *device) NewBuffer(n int) (Buffer, error) {
+	switch {
+	case d.id == 0:
+		return nil, errors.New("metal: NewBuffer on a released device")
+	case n < 0:
+		return nil, fmt.Errorf("metal: NewBuffer: negative length %d", n)
+	case int64(n) > d.info.MaxBufferLength:
+		return nil, fmt.Errorf("metal: NewBuffer: %d bytes exceeds maxBufferLength %d (split the allocation)", n, d.info.MaxBufferLength)
+	}
+	alloc := max(n, 16) // Metal rejects zero-length buffers
+	var (
+		id objc.ID
+		p  unsafe.Pointer
+		l  uint
+	)
+	withPool(func() {
+		id = msgNewBuffer(d.id, selNewBufferWithLength, uint(alloc), mtlResourceStorageModeShared) // owned
+		if id != 0 {
+			p, l = msgPointer(id, selContents), msgUint(id, selLength)
+		}
+	})
+	if id == 0 {
+		return nil, fmt.Errorf("metal: newBufferWithLength: could not allocate %d bytes (%d already allocated, recommended max %d)",
+			n, d.Info().AllocatedSize, d.info.MaxWorkingSet)
+	}
+	if p == nil || l < uint(alloc) {
+		withPool(func() { release(id) })
+		return nil, fmt.Errorf("metal: newBufferWithLength(%d): contents %p, length %d", alloc, p, l)
+	}
+	return &buffer{id: id, data: unsafe.Slice((*byte)(p), l)[:n:n]}, nil
+}
+
+// BufferNoCopy wraps host memory, typically a page-aligned view of an mmap'd
+// safetensors file, without copying. b must start on a page boundary
+// (16 KiB on Apple silicon). Metal maps whole pages, so the memory from the end
+// of b to the next page boundary must be mapped too, as it always is at the end
+// of a file mapping. b must stay mapped until the buffer is released, and
+// views longer than maxBufferLength (rounded up to pages) are an error: split
+// them.
+func (d *device) BufferNoCopy(b []byte) (Buffer, error) {
+	page := syscall.Getpagesize()
+	p := unsafe.Pointer(unsafe.SliceData(b))
+	n := (len(b) + page - 1) / page * page
+	switch {
+	case d.id == 0:
+		return nil, errors.New("metal: BufferNoCopy on a released device")
+	case len(b) == 0:
+		return nil, errors.New("metal: BufferNoCopy: empty slice")
+	case uintptr(p)%uintptr(page) != 0:
+		return nil, fmt.Errorf("metal: BufferNoCopy: address %p is not aligned to the %d-byte page size", p, page)
+	case int64(n) > d.info.MaxBufferLength:
+		return nil, fmt.Errorf("metal: BufferNoCopy: %d bytes (%d in whole pages) exceeds maxBufferLength %d (split the view)",
+			len(b), n, d.info.MaxBufferLength)
+	}
+	var id objc.ID
+	withPool(func() {
+		// nil deallocator: the caller owns the memory and unmaps it after Release.
+		id = msgNewBufferNoCopy(d.id, selNewBufferWithBytesNoCopy, p, uint(n), mtlResourceStorageModeShared, 0) // owned
+	})
+	if id == 0 {
+		return nil, fmt.Errorf("metal: newBufferWithBytesNoCopy: failed for %d bytes at %p", n, p)
+	}
+	return &buffer{id: id, data: b[:len(b):len(b)]}, nil
+}
+
+// Pipeline returns the compute pipeline for the kernel with this host name,
+// building and caching it on first use.
+func (d *device) Pipeline(name string) (Pipeline, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.lib == 0 {
+		return nil, errors.New("metal: Pipeline on a released device")
+	}
+	if p, ok := d.pipes[name]; ok {
+		return p, nil
+	}
+	var (
+		p   *pipeline
+		err error
+	)
+	withPool(func() { p, err = d.newPipeline(name) })
+	if err != nil {
+		return nil, err
+	}
+	d.pipes[name] = p
+	slog.Debug("metal pipeline compiled", "kernel", name, "max_threads", p.maxThreads,
+		"simd_width", p.simdWidth, "static_threadgroup_bytes", p.staticTGMem)
+	return p, nil
+}
+
+// newPipeline runs inside an autorelease pool.
+func (d *device) newPipeline(name string) (*pipeline, error) {
+	str := newNSString(name)
+	if str == 0 {
+		return nil, fmt.Errorf("metal: kernel name %q is not valid UTF-8", name)
+	}
+	defer release(str)
+	fn := msgIDID(d.lib, selNewFunctionWithName, str) // owned
+	if fn == 0 {
+		return nil, fmt.Errorf("metal: no kernel %q in the library", name)
+	}
+	defer release(fn) // the pipeline keeps what it needs
+	var nserr objc.ID
+	pso := msgNewPipeline(d.id, selNewPipelineWithFunction, fn, &nserr) // owned
+	if pso == 0 {
+		return nil, fmt.Errorf("metal: newComputePipelineStateWithFunction %s: %s", name, nsErrorText(nserr))
+	}
+	p := &pipeline{
+		id:          pso,
+		name:        name,
+		maxThreads:  int(msgUint(pso, selMaxTotalThreadsPerThreadgroup)),
+		simdWidth:   int(msgUint(pso, selThreadExecutionWidth)),
+		staticTGMem: int(msgUint(pso, selStaticThreadgroupMemoryLength)),
+	}
+	if p.maxThreads <= 0 {
+		release(pso)
+		return nil, fmt.Errorf("metal: pipeline %s: maxTotalThreadsPerThreadgroup is %d", name, p.maxThreads)
+	}
+	return p, nil
+}
+
+// CommandBuffer starts a command buffer with unretained references on the
+// device's queue.
+func (d *device) CommandBuffer() (CommandBuffer, error) {
+	if d.queue == 0 {
+		return nil, errors.New("metal: CommandBuffer on a released device")
+	}
+	var id objc.ID
+	withPool(func() {
+		// Borrowed and autoreleased: retain it before the pool drains.
+		id = retain(msgID(d.queue, selCommandBufferUnretained))
+	})
+	if id == 0 {
+		return nil, errors.New("metal: commandBufferWithUnretainedReferences returned nil")
+	}
+	c := &commandBuffer{h: &owned{id: id}, maxTGMem: d.info.MaxThreadgroupMemory}
+	runtime.AddCleanup(c, (*owned).release, c.h) // a command buffer dropped without Wait
+	return c, nil
+}
+
+// Release frees the device, its queue, library and cached pipelines. Buffers
+// are released separately, before the device.
+func (d *device) Release() {
+	if d.chk.release("device") {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	withPool(d.releaseObjects)
+}
+
+func (d *device) releaseObjects() {
+	for _, p := range d.pipes {
+		release(p.id)
+		p.id = 0
+	}
+	d.pipes = nil
+	release(d.lib)
+	release(d.queue)
+	release(d.id)
+	d.lib, d.queue, d.id = 0, 0, 0
+}
+
+// buffer is a shared-storage MTLBuffer. data is its host view.
+type buffer struct {
+	id   objc.ID
+	data []byte
+	chk  releaseCheck
+}
+
+func (b *buffer) Contents() []byte { return b.data }
+func (b *buffer) Len() int         { return len(b.data) }
+
+// Release frees the MTLBuffer. No command buffer using it may be in flight.
+func (b *buffer) Release() {
+	if b.chk.release("buffer") {
+		return
+	}
+	id := b.id
+	b.id, b.data = 0, nil
+	withPool(func() { release(id) })
+}
+
+// pipeline is an MTLComputePipelineState, owned by its device's cache.
+type pipeline struct {
+	id          objc.ID
+	name        string
+	maxThreads  int // maxTotalThreadsPerThreadgroup
+	simdWidth   int // threadExecutionWidth
+	staticTGMem int // staticThreadgroupMemoryLength in bytes
+}
+
+func (p *pipeline) Name() string    { return p.name }
+func (p *pipeline) MaxThreads() int { return p.maxThreads }
+
+// ThreadExecutionWidth is the pipeline's SIMD width (32 on Apple GPUs).
+func (p *pipeline) ThreadExecutionWidth() int { return p.simdWidth }
+
+// owned holds a retained object that is released once.
+type owned struct{ id objc.ID }
+
+func (h *owned) release() {
+	if h.id != 0 {
+		release(h.id)
+		h.id = 0
+	}
+}
+
+// commandBuffer is a retained MTLCommandBuffer. It is not safe for concurrent use.
+type commandBuffer struct {
+	h          *owned
+	enc        *encoder // the open encoder, if any
+	err        error    // first encoding error; nothing is encoded after it
+	committed  bool
+	waited     bool
+	waitErr    error
+	dur        time.Duration
+	dispatches int
+	kernel     string // the last kernel dispatched, for error messages
+	maxTGMem   int    // the device's maxThreadgroupMemoryLength
+}
+
+func (c *commandBuffer) fail(format string, args ...any) {
+	if c.err == nil {
+		c.err = fmt.Errorf("metal: "+format, args...)
+	}
+}
+
+// Encoder ends any open encoder and starts a compute encoder with concurrent
+// dispatch: dispatches may overlap unless separated by Barrier.
+func (c *commandBuffer) Encoder() Encoder {
+	if c.enc != nil {
+		c.enc.End()
+	}
+	e := &encoder{cb: c}
+	if c.committed {
+		c.fail("Encoder after Commit")
+		e.ended = true
+		return e
+	}
+	withPool(func() {
+		// Borrowed: retain it so it outlives the pool; End releases it.
+		e.id = retain(msgIDUint(c.h.id, selComputeEncoderWithType, mtlDispatchTypeConcurrent))
+	})
+	if e.id == 0 {
+		c.fail("computeCommandEncoderWithDispatchType returned nil")
+		e.ended = true
+		return e
+	}
+	c.enc = e
+	return e
+}
+
+// Commit ends any open encoder and submits the command buffer.
+func (c *commandBuffer) Commit() {
+	if c.committed {
+		c.fail("Commit called twice")
+		return
+	}
+	if c.enc != nil {
+		c.enc.End()
+	}
+	c.committed = true
+	withPool(func() { msgVoid(c.h.id, selCommit) })
+}
+
+// Wait blocks until the command buffer completes, releases it, and returns the
+// first encoding error and any execution error (with its NSError text).
+func (c *commandBuffer) Wait() error {
+	if !c.committed {
+		return errors.New("metal: Wait before Commit")
+	}
+	if c.waited {
+		return c.waitErr
+	}
+	c.waited = true
+	var gpuErr error
+	withPool(func() {
+		id := c.h.id
+		msgVoid(id, selWaitUntilCompleted)
+		status := msgUint(id, selStatus)
+		nserr := msgID(id, selError) // borrowed
+		switch {
+		case nserr != 0 || status == mtlCommandBufferStatusError:
+			gpuErr = fmt.Errorf("metal: command buffer (%d dispatches, last kernel %q): %s", c.dispatches, c.kernel, nsErrorText(nserr))
+		case status != mtlCommandBufferStatusCompleted:
+			gpuErr = fmt.Errorf("metal: command buffer finished with status %d, want %d (completed)", status, mtlCommandBufferStatusCompleted)
+		}
+		start, end := msgDouble(id, selGPUStartTime), msgDouble(id, selGPUEndTime) // seconds
+		if end > start {
+			c.dur = time.Duration((end - start) * float64(time.Second))
+		}
+		c.h.release()
+	})
+	c.waitErr = errors.Join(c.err, gpuErr)
+	return c.waitErr
+}
+
+// GPUDuration is GPUEndTime − GPUStartTime, known after Wait.
+func (c *commandBuffer) GPUDuration() time.Duration { return c.dur }
+
+// encoder is a retained MTLComputeCommandEncoder with concurrent dispatch.
+// The hot-path methods call pre-registered trampolines directly.
+type encoder struct {
+	cb    *commandBuffer
+	id    objc.ID
+	pipe  *pipeline
+	ended bool
+}
+
+// ok reports whether encoding may continue, recording use after End.
+func (e *encoder) ok() bool {
+	if e.ended {
+		e.cb.fail("encoder used after End")
+		return false
+	}
+	return e.cb.err == nil
+}
+
+func (e *encoder) SetPipeline(p Pipeline) {
+	if !e.ok() {
+		return
+	}
+	mp, isMetal := p.(*pipeline)
+	if !isMetal || mp == nil || mp.id == 0 {
+		e.cb.fail("SetPipeline: %T is not a live Metal pipeline", p)
+		return
+	}
+	e.pipe = mp
+	msgSetPipeline(e.id, selSetComputePipelineState, mp.id)
+}
+
+func (e *encoder) SetBuffer(index int, b Buffer, offset int) {
+	if !e.ok() {
+		return
+	}
+	mb, isMetal := b.(*buffer)
+	switch {
+	case index < 0 || index >= maxBufferIndex:
+		e.cb.fail("SetBuffer: index %d outside [[buffer(0..%d)]]", index, maxBufferIndex-1)
+	case !isMetal || mb == nil:
+		e.cb.fail("SetBuffer(%d): %T is not a Metal buffer", index, b)
+	case mb.id == 0:
+		if invariants {
+			panic(fmt.Sprintf("metal: SetBuffer(%d): buffer was released", index))
+		}
+		e.cb.fail("SetBuffer(%d): buffer was released", index)
+	case offset < 0 || offset > len(mb.data):
+		e.cb.fail("SetBuffer(%d): offset %d outside the buffer's %d bytes", index, offset, len(mb.data))
+	default:
+		msgSetBuffer(e.id, selSetBufferOffsetAtIndex, mb.id, uint(offset), uint(index))
+	}
+}
+
+// SetBytes copies v (1 to 4096 bytes) into the command buffer at [[buffer(index)]].
+func (e *encoder) SetBytes(index int, v []byte) {
+	if !e.ok() {
+		return
+	}
+	switch {
+	case index < 0 || index >= maxBufferIndex:
+		e.cb.fail("SetBytes: index %d outside [[buffer(0..%d)]]", index, maxBufferIndex-1)
+	case len(v) == 0 || len(v) > maxSetBytes:
+		e.cb.fail("SetBytes(%d): %d bytes; setBytes takes 1 to %d (use a buffer)", index, len(v), maxSetBytes)
+	default:
+		msgSetBytes(e.id, selSetBytesLengthAtIndex, unsafe.Pointer(unsafe.SliceData(v)), uint(len(v)), uint(index))
+		runtime.KeepAlive(v)
+	}
+}
+
+// SetThreadgroupMemory sets the length of [[threadgroup(index)]], a multiple of 16 bytes.
+func (e *encoder) SetThreadgroupMemory(index, n int) {
+	if !e.ok() {
+		return
+	}
+	limit := e.cb.maxTGMem
+	switch {
+	case index < 0 || index >= maxThreadgroupIndex:
+		e.cb.fail("SetThreadgroupMemory: index %d outside [[threadgroup(0..%d)]]", index, maxThreadgroupIndex-1)
+	case n < 0 || n%16 != 0:
+		e.cb.fail("SetThreadgroupMemory(%d): length %d is not a non-negative multiple of 16 (Metal requires it)", index, n)
+	case limit > 0 && n > limit:
+		e.cb.fail("SetThreadgroupMemory(%d): %d bytes exceeds maxThreadgroupMemoryLength %d", index, n, limit)
+	default:
+		msgSetTGMemory(e.id, selSetThreadgroupMemory, uint(n), uint(index))
+	}
+}
+
+// Dispatch encodes groups threadgroups of threads threads each.
+func (e *encoder) Dispatch(groups, threads Size) {
+	if !e.ok() {
+		return
+	}
+	p := e.pipe
+	if p == nil {
+		e.cb.fail("Dispatch without SetPipeline")
+		return
+	}
+	g, t := groups, threads
+	switch n := int64(t.W) * int64(t.H) * int64(t.D); {
+	case g.W < 1 || g.H < 1 || g.D < 1:
+		e.cb.fail("dispatch %s: grid of %dx%dx%d threadgroups: each dimension must be at least 1", p.name, g.W, g.H, g.D)
+	case t.W < 1 || t.H < 1 || t.D < 1:
+		e.cb.fail("dispatch %s: threadgroup of %dx%dx%d threads: each dimension must be at least 1", p.name, t.W, t.H, t.D)
+	case n > int64(p.maxThreads):
+		e.cb.fail("dispatch %s: %d threads per threadgroup exceeds pipeline max %d", p.name, n, p.maxThreads)
+	default:
+		msgDispatch(e.id, selDispatchThreadgroups,
+			mtlSize{Width: uint(g.W), Height: uint(g.H), Depth: uint(g.D)},
+			mtlSize{Width: uint(t.W), Height: uint(t.H), Depth: uint(t.D)})
+		e.cb.dispatches++
+		e.cb.kernel = p.name
+	}
+}
+
+// Barrier makes later dispatches see the buffer writes of earlier ones.
+func (e *encoder) Barrier() {
+	if !e.ok() {
+		return
+	}
+	msgBarrier(e.id, selMemoryBarrierWithScope, mtlBarrierScopeBuffers)
+}
+
+// End finishes encoding and releases the encoder. Calling it again is a no-op.
+func (e *encoder) End() {
+	if e.ended {
+		return
+	}
+	e.ended = true
+	if e.cb.enc == e {
+		e.cb.enc = nil
+	}
+	id := e.id
+	e.id = 0
+	withPool(func() {
+		msgVoid(id, selEndEncoding)
+		release(id)
+	})
+}
