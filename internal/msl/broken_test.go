@@ -130,3 +130,34 @@ func TestBindingErrors(t *testing.T) {
 		t.Errorf("Pipeline(nope): %v", err)
 	}
 }
+
+// After the runtime installed its fault handler, Go's own faults (nil
+// dereferences turned into panics) still reach Go's handler.
+func TestGoFaultsStillPanic(t *testing.T) {
+	TestReadPastEnd(t) // installs the handler and takes a fault
+	var p *int
+	for range 3 {
+		func() {
+			defer func() {
+				if r := recover(); r == nil {
+					t.Error("nil dereference did not panic")
+				}
+			}()
+			_ = *p
+		}()
+	}
+}
+
+// Uninitialized private variables read as NaN (clang's pattern init).
+func TestUninitializedPrivateIsNaN(t *testing.T) {
+	d := open(t, "broken.metal")
+	out := f32Buffer(t, d, make([]float32, 8))
+	if err := dispatch(t, d, "uninit_private", size(1), size(8), func(e metal.Encoder) { e.SetBuffer(0, out, 0) }); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range f32s(out) {
+		if !math.IsNaN(float64(v)) {
+			t.Errorf("out[%d] = %v, want NaN", i, v)
+		}
+	}
+}

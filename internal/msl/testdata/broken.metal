@@ -58,3 +58,14 @@ kernel void tg_overflow(
     threadgroup_barrier(mem_flags::mem_threadgroup);
     out[tid] = big[tid];
 }
+
+// uninit_private: reads a private array that was never written.
+kernel void uninit_private(
+        device float * out [[buffer(0)]],
+        uint tid [[thread_position_in_threadgroup]]) {
+    float acc[4];
+    if (tid > 1000) {
+        acc[0] = 1.0f;
+    }
+    out[tid] = acc[tid % 4];
+}
