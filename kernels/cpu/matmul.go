@@ -79,7 +79,7 @@ func (p *Pool) MatMul(dst, x []float32, L int, w *Weight) {
 	*t = mmTask{dst: dst, x: x, L: L, w: w, k: &kern}
 	switch {
 	case w.Format == FormatQ && qFast(w.Q, w.K):
-		p.act.quantize(x, L, w.K, w.Q.GroupSize, w.Q.Bits)
+		p.act.quantize(p, x, L, w.K, w.Q.GroupSize, w.Q.Bits)
 		t.a = &p.act
 		t.run = (*mmTask).doQ
 	case w.Format == FormatQ:

@@ -13,6 +13,11 @@ type actQ struct {
 	dq       []groupQ  // L·G
 	sx       []float32 // L·Gp: exact float32 Σx over group g; zero past G
 	cr       []float32 // L·Gp: c·(Σx − dx·Σxq) over group g; zero past G
+
+	// the call in flight (see Do)
+	x        []float32
+	gs, perm int
+	c        float64
 }
 
 // groupQ is one quantized activation group's scale and sum; the assembly reads
@@ -31,14 +36,14 @@ type groupQ struct {
 // about half as large (in rms) as raw ones, so this halves the error for two
 // float multiply-adds per group, paid once per row outside the inner loop.
 
-// quantize fills a from x (L, K) for groups of gs elements; perm selects the 4-bit
-// block order.
-func (a *actQ) quantize(x []float32, L, K, gs, bits int) {
-	perm := 0
+// quantize fills a from x (L, K) for groups of gs elements of bits-wide codes,
+// quantizing the rows over p's threads when there are several.
+func (a *actQ) quantize(p *Pool, x []float32, L, K, gs, bits int) {
+	a.x, a.gs, a.perm = x, gs, 0
 	if bits == 4 {
-		perm = q4Chunk(gs)
+		a.perm = q4Chunk(gs)
 	}
-	c := float64(int(1)<<bits-1) / 2
+	a.c = float64(int(1)<<bits-1) / 2
 	G := K / gs
 	Gp := (G + 7) &^ 7
 	a.K, a.G, a.Gp = K, G, Gp
@@ -46,12 +51,23 @@ func (a *actQ) quantize(x []float32, L, K, gs, bits int) {
 	a.dq = grow(a.dq, L*G)
 	a.sx = grow(a.sx, L*Gp)
 	a.cr = grow(a.cr, L*Gp)
-	for l := range L {
+	if L == 1 || p == nil {
+		a.Do(0, L)
+	} else {
+		p.Run(L, 1, a)
+	}
+	a.x = nil
+}
+
+// Do quantizes rows [lo, hi) of a.x.
+func (a *actQ) Do(lo, hi int) {
+	K, G, Gp, gs := a.K, a.G, a.Gp, a.gs
+	for l := lo; l < hi; l++ {
 		for g := range G {
 			o := l*K + g*gs
-			d, s, is := quantGroup(a.xq[o:o+gs], x[o:o+gs], perm)
+			d, s, is := quantGroup(a.xq[o:o+gs], a.x[o:o+gs], a.perm)
 			a.dq[l*G+g], a.sx[l*Gp+g] = groupQ{d, 16 * is}, float32(s)
-			a.cr[l*Gp+g] = float32(c * (s - float64(d)*float64(is)))
+			a.cr[l*Gp+g] = float32(a.c * (s - float64(d)*float64(is)))
 		}
 		clear(a.sx[l*Gp+G : (l+1)*Gp])
 		clear(a.cr[l*Gp+G : (l+1)*Gp])
