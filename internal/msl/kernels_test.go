@@ -513,3 +513,45 @@ func TestGrid3D(t *testing.T) {
 		}
 	}
 }
+
+func TestMath(t *testing.T) {
+	d := open(t, "compat.metal")
+	const n, nout = 40, 32
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(i+1) / n
+	}
+	xb, ob := f32Buffer(t, d, x), f32Buffer(t, d, make([]float32, nout*n))
+	if err := dispatch(t, d, "math_f32", size(2), size(n/2), func(e metal.Encoder) {
+		e.SetBuffer(0, xb, 0)
+		e.SetBuffer(1, ob, 0)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got := f32s(ob)
+	for i, xf := range x {
+		v := float64(xf)
+		u := uint32(xf * 1000)
+		c := math.Min(math.Max(v*4, 1), 2)
+		l := math.Sqrt(v*v + v*v/4 + v*v + 4*v*v)
+		ss := math.Max(0, math.Min(1, v))
+		want := []float64{
+			math.Sqrt(v), 1 / math.Sqrt(v), math.Exp(v), math.Exp2(v), math.Log(v), math.Log2(v),
+			math.Sin(v), math.Cos(v), math.Tanh(v), math.Exp(v), 1 / v, math.Pow(v, 1.5),
+			float64(f16Decode(toF16(float32(math.Exp(float64(f16Decode(toF16(xf)))))))),
+			v*3 - math.Floor(v*3), 1 + 2*v, c, 2*v + 1, math.Atan2(v, 1), math.Erf(v),
+			math.Max(v, 0.5), math.Max(math.Min(v, 0.5), math.Min(math.Max(v, 0.5), 0.25)),
+			map[bool]float64{true: 1, false: -1}[v > 0.5] * map[bool]float64{true: 0, false: 1}[v == 0.5],
+			map[bool]float64{true: 1, false: 0}[v >= 0.5], ss * ss * (3 - 2*ss),
+			l, v / l, v, math.Exp(2 * v),
+			float64(bits.OnesCount32(u)), float64(bits.LeadingZeros32(u + 1)), float64(u >> 2 & 7),
+			math.Sin(v) + math.Cos(v) + v*8 + 0 + 1,
+		}
+		for j, w := range want {
+			g := float64(got[nout*i+j])
+			if math.Abs(g-w) > 2e-6*math.Max(1, math.Abs(w)) {
+				t.Errorf("x=%v out[%d]: got %v, want %v", v, j, g, w)
+			}
+		}
+	}
+}
