@@ -96,8 +96,10 @@ func Open(name string, threads int) (Backend, error) {
 	switch strings.ToLower(name) {
 	case "", "auto", "cpu":
 		return NewCPU(threads), nil
+	case "metal", "metal-emu": // Apple's GPU, or its kernels on the MSL interpreter
+		return openMetal(strings.ToLower(name), threads)
 	}
-	return nil, fmt.Errorf("kernels: unknown backend %q (want auto or cpu)", name)
+	return nil, fmt.Errorf("kernels: unknown backend %q (want auto, cpu, metal or metal-emu)", name)
 }
 
 // DefaultThreads is the CPU thread count used when none is given: the number of

@@ -1,0 +1,393 @@
+package kernels
+
+import (
+	"context"
+	"fmt"
+	"time"
+	"unsafe"
+
+	"github.com/ingot-llm/ingot/metal"
+)
+
+// Metal runs the op vocabulary on a [metal.Device]: Apple's GPU (package metal)
+// or the MSL interpreter (internal/msl, the "metal-emu" backend). Both run the
+// same kernels (package shaders) through this same dispatch code.
+//
+// Ops are encoded into one command buffer and run when [Metal.Sync] (or
+// [Metal.Download], [Metal.Argmax]) commits it and waits: one command buffer and
+// one CPU wait per Sync. Dependent dispatches are separated by barriers, found by
+// tracking which buffers each dispatch reads and writes. Activations are f32
+// device buffers made by [Metal.New]; weights are copied into device buffers by
+// [Metal.Upload]. A Metal is not safe for concurrent use.
+type Metal struct {
+	dev   metal.Device
+	pipes map[string]metal.Pipeline
+	bufs  []metal.Buffer // every buffer this backend made, released by Close
+
+	cb      metal.CommandBuffer // nil until the first op after a Sync
+	enc     metal.Encoder
+	pending []metal.Buffer // buffers to release once cb completes
+	last    string         // the last kernel encoded, for error messages
+	err     error          // first encoding error, returned by Sync
+
+	// Hazard tracking since the last barrier (buffer granularity).
+	written, read []metal.Buffer
+
+	// The op being encoded (see begin … run); a field so ops allocate nothing.
+	call struct {
+		name  string
+		pipe  metal.Pipeline
+		args  [128]byte
+		nargs int
+		bufs  [8]callBuf
+		nbufs int
+		tg    [2]int
+	}
+
+	attnPart  metal.Buffer // flash-decoding partials, grown on demand
+	argmaxOut metal.Buffer // 16 bytes: the Argmax result
+	stats     Stats
+}
+
+type callBuf struct {
+	index int
+	buf   metal.Buffer
+	off   int
+	write bool
+	bytes []byte // setBytes data instead of a buffer (non-nil)
+}
+
+// Stats counts the work a [Metal] backend did since it was made or since the
+// last [Metal.ResetStats]. Divide by the tokens run for per-token figures.
+type Stats struct {
+	Dispatches     int64         // kernels encoded
+	Barriers       int64         // memory barriers between dependent dispatches
+	CommandBuffers int64         // command buffers committed
+	Waits          int64         // CPU waits for the device (one per Sync with work)
+	WeightBytes    int64         // weight bytes the encoded kernels read (packed codes, scales, biases)
+	GPUTime        time.Duration // device time of the committed command buffers
+}
+
+// NewMetal returns a backend running on dev. It compiles nothing up front:
+// pipelines are looked up by kernel name on first use and cached.
+func NewMetal(dev metal.Device) (*Metal, error) {
+	if dev == nil {
+		return nil, fmt.Errorf("kernels: metal: nil device")
+	}
+	m := &Metal{dev: dev, pipes: map[string]metal.Pipeline{}}
+	var err error
+	if m.argmaxOut, err = m.newBuffer(16); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Name returns "metal:" and the device name ("metal:Apple M2", "metal:msl-interpreter").
+func (m *Metal) Name() string { return "metal:" + m.dev.Name() }
+
+// Device returns the device m runs on.
+func (m *Metal) Device() metal.Device { return m.dev }
+
+// Stats returns the counters (see [Stats]).
+func (m *Metal) Stats() Stats { return m.stats }
+
+// ResetStats zeroes the counters.
+func (m *Metal) ResetStats() { m.stats = Stats{} }
+
+func (m *Metal) newBuffer(n int) (metal.Buffer, error) {
+	b, err := m.dev.NewBuffer(max(n, 16))
+	if err != nil {
+		return nil, fmt.Errorf("kernels: metal: new buffer of %d bytes: %w", n, err)
+	}
+	m.bufs = append(m.bufs, b)
+	return b, nil
+}
+
+// New returns a zeroed f32 tensor in a new device buffer. It panics if the
+// device cannot allocate it.
+func (m *Metal) New(shape ...int) *Tensor {
+	t := &Tensor{DType: DTypeF32, Shape: append([]int(nil), shape...)}
+	b, err := m.newBuffer(4 * t.Len())
+	if err != nil {
+		panic(err)
+	}
+	t.Buf = b
+	return t
+}
+
+// Upload copies a host weight (1-D or 2-D; f32, f16, bf16 or affine-quantized
+// with f32 scales and biases) into device buffers and returns the device tensor.
+func (m *Metal) Upload(t *Tensor) (*Tensor, error) {
+	if _, err := hostWeight(t); err != nil { // the same checks as the CPU backend
+		return nil, err
+	}
+	if t.DType.Quantized() && t.GroupSize%8 != 0 {
+		return nil, fmt.Errorf("kernels: upload: %s%v: group size %d is not a multiple of 8 (the metal kernels read 8 codes at a time)", t.DType, t.Shape, t.GroupSize)
+	}
+	d := &Tensor{DType: t.DType, Shape: append([]int(nil), t.Shape...), GroupSize: t.GroupSize}
+	var err error
+	if d.Buf, err = m.upload(t.Data); err != nil {
+		return nil, err
+	}
+	if t.Scales != nil {
+		if d.Scales, err = m.Upload(t.Scales); err != nil {
+			return nil, err
+		}
+		if d.Biases, err = m.Upload(t.Biases); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+func (m *Metal) upload(data []byte) (metal.Buffer, error) {
+	b, err := m.newBuffer(len(data))
+	if err != nil {
+		return nil, err
+	}
+	copy(b.Contents(), data)
+	return b, nil
+}
+
+// Download waits for every enqueued op and copies the f32 tensor src to dst.
+func (m *Metal) Download(dst []float32, src *Tensor) error {
+	if src.DType != DTypeF32 {
+		panic("kernels: Download of " + src.DType.String() + " tensor")
+	}
+	if err := m.Sync(context.Background()); err != nil {
+		return err
+	}
+	b := bufOf("Download", src)
+	n := min(len(dst), src.Len())
+	copy(dst[:n], unsafe.Slice((*float32)(unsafe.Pointer(&b.Contents()[src.Off])), n))
+	return nil
+}
+
+// Sync commits the command buffer of the ops enqueued since the last Sync,
+// waits for it and returns the first encoding or device error.
+func (m *Metal) Sync(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if m.cb == nil {
+		err := m.err
+		m.err = nil
+		return err
+	}
+	cb, enc, last := m.cb, m.enc, m.last
+	m.cb, m.enc, m.last = nil, nil, ""
+	m.written, m.read = m.written[:0], m.read[:0]
+	enc.End()
+	cb.Commit()
+	m.stats.CommandBuffers++
+	m.stats.Waits++
+	werr := cb.Wait()
+	m.stats.GPUTime += cb.GPUDuration()
+	for _, b := range m.pending {
+		m.release(b)
+	}
+	m.pending = m.pending[:0]
+	err := m.err
+	m.err = nil
+	if err == nil && werr != nil {
+		err = fmt.Errorf("kernels: metal: command buffer (last kernel %s): %w", last, werr)
+	}
+	return err
+}
+
+// release frees b, which this backend made.
+func (m *Metal) release(b metal.Buffer) {
+	for i, x := range m.bufs {
+		if x == b {
+			m.bufs[i] = m.bufs[len(m.bufs)-1]
+			m.bufs = m.bufs[:len(m.bufs)-1]
+			break
+		}
+	}
+	b.Release()
+}
+
+// Close waits for pending work and releases every buffer this backend made;
+// tensors from New and Upload are invalid afterwards.
+func (m *Metal) Close() error {
+	err := m.Sync(context.Background())
+	for _, b := range m.bufs {
+		b.Release()
+	}
+	m.bufs = nil
+	return err
+}
+
+// bufOf returns the device buffer of t, made by a Metal backend.
+func bufOf(op string, t *Tensor) metal.Buffer {
+	b, ok := t.Buf.(metal.Buffer)
+	if !ok || b == nil {
+		panic(fmt.Sprintf("kernels: %s: %s%v tensor is not on the metal device (Buf %T)", op, t.DType, t.Shape, t.Buf))
+	}
+	return b
+}
+
+// pipeline returns the cached pipeline of a kernel, or nil after recording the
+// error for Sync.
+func (m *Metal) pipeline(name string) metal.Pipeline {
+	if p, ok := m.pipes[name]; ok {
+		return p
+	}
+	p, err := m.dev.Pipeline(name)
+	if err != nil {
+		m.fail(fmt.Errorf("kernels: metal: pipeline %s: %w", name, err))
+		return nil
+	}
+	if p.MaxThreads() <= 0 {
+		m.fail(fmt.Errorf("kernels: metal: pipeline %s: maxTotalThreadsPerThreadgroup is %d", name, p.MaxThreads()))
+		return nil
+	}
+	m.pipes[name] = p
+	return p
+}
+
+func (m *Metal) fail(err error) {
+	if m.err == nil {
+		m.err = err
+	}
+}
+
+// begin starts encoding one dispatch of the named kernel. Bind arguments with
+// args, in, out, bytes and tgmem, then call run.
+func (m *Metal) begin(name string) {
+	c := &m.call
+	c.name, c.pipe, c.nargs, c.nbufs, c.tg = name, m.pipeline(name), 0, 0, [2]int{}
+}
+
+// setArgs makes v (a mirror of a common.h struct) the kernel's [[buffer(0)]].
+func setArgs[T any](m *Metal, v T) {
+	c := &m.call
+	c.nargs = copy(c.args[:], unsafe.Slice((*byte)(unsafe.Pointer(&v)), unsafe.Sizeof(v)))
+}
+
+// in binds tensor t, read by the kernel, at [[buffer(i)]].
+func (m *Metal) in(i int, t *Tensor) { m.bind(i, bufOf(m.call.name, t), t.Off, false) }
+
+// out binds tensor t, written by the kernel, at [[buffer(i)]].
+func (m *Metal) out(i int, t *Tensor) { m.bind(i, bufOf(m.call.name, t), t.Off, true) }
+
+func (m *Metal) bind(i int, b metal.Buffer, off int, write bool) {
+	c := &m.call
+	c.bufs[c.nbufs] = callBuf{index: i, buf: b, off: off, write: write}
+	c.nbufs++
+}
+
+// bytes binds a small constant array (≤ 4 kB, copied at encoding) at [[buffer(i)]].
+func (m *Metal) bytes(i int, v []byte) {
+	c := &m.call
+	c.bufs[c.nbufs] = callBuf{index: i, bytes: v}
+	c.nbufs++
+}
+
+// tgmem sets the length of [[threadgroup(i)]] memory, rounded up to 16 bytes.
+func (m *Metal) tgmem(i, n int) { m.call.tg[i] = (n + 15) &^ 15 }
+
+// run encodes the dispatch begun by begin: groups threadgroups of threads
+// threads each, after a barrier if it depends on an earlier dispatch.
+func (m *Metal) run(groups, threads metal.Size) {
+	c := &m.call
+	if c.pipe == nil {
+		return // the error is recorded
+	}
+	if n := threads.W * threads.H * threads.D; n > c.pipe.MaxThreads() {
+		m.fail(fmt.Errorf("kernels: metal: dispatch %s: %d threads per threadgroup exceeds pipeline max %d", c.name, n, c.pipe.MaxThreads()))
+		return
+	}
+	if m.cb == nil {
+		cb, err := m.dev.CommandBuffer()
+		if err != nil {
+			m.fail(fmt.Errorf("kernels: metal: command buffer: %w", err))
+			return
+		}
+		m.cb, m.enc = cb, cb.Encoder()
+	}
+	if m.hazard() {
+		m.enc.Barrier()
+		m.stats.Barriers++
+		m.written, m.read = m.written[:0], m.read[:0]
+	}
+	e := m.enc
+	e.SetPipeline(c.pipe)
+	if c.nargs > 0 {
+		e.SetBytes(0, c.args[:c.nargs])
+	}
+	for _, b := range c.bufs[:c.nbufs] {
+		switch {
+		case b.bytes != nil:
+			e.SetBytes(b.index, b.bytes)
+		case b.write:
+			e.SetBuffer(b.index, b.buf, b.off)
+			m.written = append(m.written, b.buf)
+		default:
+			e.SetBuffer(b.index, b.buf, b.off)
+			m.read = append(m.read, b.buf)
+		}
+	}
+	for i, n := range c.tg {
+		if n > 0 {
+			e.SetThreadgroupMemory(i, n)
+		}
+	}
+	e.Dispatch(groups, threads)
+	m.last = c.name
+	m.stats.Dispatches++
+}
+
+// hazard reports whether the dispatch being encoded reads a buffer written, or
+// writes a buffer read or written, since the last barrier.
+func (m *Metal) hazard() bool {
+	c := &m.call
+	for _, b := range c.bufs[:c.nbufs] {
+		if b.buf == nil {
+			continue
+		}
+		if contains(m.written, b.buf) || b.write && contains(m.read, b.buf) {
+			return true
+		}
+	}
+	return false
+}
+
+func contains(s []metal.Buffer, b metal.Buffer) bool {
+	for _, x := range s {
+		if x == b {
+			return true
+		}
+	}
+	return false
+}
+
+// transient returns a buffer holding data that lives until the next Sync.
+func (m *Metal) transient(data []byte) metal.Buffer {
+	b, err := m.upload(data)
+	if err != nil {
+		m.fail(err)
+		return nil
+	}
+	m.pending = append(m.pending, b)
+	return b
+}
+
+// weightBytes returns the bytes of rows of w a kernel reads: packed codes plus
+// scales and biases.
+func weightBytes(w *Tensor, rows int) int64 {
+	n := int64(rows) * int64(w.DType.RowBytes(w.Cols()))
+	if w.Scales != nil {
+		n += 2 * 4 * int64(rows) * int64(w.Scales.Cols())
+	}
+	return n
+}
+
+// grid1 is the geometry of an elementwise kernel over n elements: threadgroups
+// of 256 threads, one element per thread.
+func grid1(n int) (groups, threads metal.Size) {
+	return metal.Size{W: max(1, (n+255)/256), H: 1, D: 1}, metal.Size{W: 256, H: 1, D: 1}
+}
+
+// Compile-time check.
+var _ Backend = (*Metal)(nil)

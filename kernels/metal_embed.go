@@ -1,0 +1,56 @@
+package kernels
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/ingot-llm/ingot/metal"
+)
+
+// embedArgs mirrors struct embed_args in shaders/common.h.
+type embedArgs struct {
+	D, GroupSize uint32
+	Scale        float32
+	L            uint32
+}
+
+var embedNames [DTypeQ8 + 1]string
+
+func init() {
+	for d := range embedNames {
+		embedNames[d] = "embed_" + DType(d).String() + "_f32"
+	}
+}
+
+// Embed gathers rows of table (V, D) for tokens into dst (L, D), times scale
+// (embed_<table dtype>_f32). Token ids out of range panic.
+func (m *Metal) Embed(dst, table *Tensor, tokens []int32, scale float32) {
+	V, D := table.Shape[0], table.Cols()
+	L := len(tokens)
+	mustShape("Embed", "dst", dst, L, D)
+	for _, t := range tokens {
+		if t < 0 || int(t) >= V {
+			panic(fmt.Sprintf("kernels: Embed: token %d out of range [0, %d)", t, V))
+		}
+	}
+	if L == 0 {
+		return
+	}
+	m.begin(embedNames[table.DType])
+	setArgs(m, embedArgs{D: uint32(D), GroupSize: uint32(table.GroupSize), Scale: scale, L: uint32(L)})
+	m.in(1, table)
+	ids := unsafe.Slice((*byte)(unsafe.Pointer(&tokens[0])), 4*L)
+	if len(ids) <= 4096 { // setBytes' limit
+		m.bytes(2, ids)
+	} else if b := m.transient(ids); b != nil {
+		m.bind(2, b, 0, false)
+	}
+	m.out(3, dst)
+	if table.DType.Quantized() {
+		m.in(4, table.Scales)
+		m.in(5, table.Biases)
+	}
+	// (⌈D/256⌉, L) threadgroups of 256 threads: one element per thread.
+	m.run(metal.Size{W: (D + 255) / 256, H: L, D: 1}, metal.Size{W: 256, H: 1, D: 1})
+	m.stats.WeightBytes += weightBytes(table, L)
+}

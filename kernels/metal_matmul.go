@@ -1,0 +1,88 @@
+package kernels
+
+import (
+	"fmt"
+
+	"github.com/ingot-llm/ingot/metal"
+)
+
+// matvecArgs mirrors struct matvec_args in shaders/common.h.
+type matvecArgs struct {
+	K, N, GroupSize, L uint32
+}
+
+// matmulArgs mirrors struct matmul_args in shaders/common.h.
+type matmulArgs struct {
+	L, N, K, GroupSize uint32
+}
+
+// Geometry constants of shaders/matvec.metal and shaders/matmul.metal.
+const (
+	mvRows = 4 // MV_ROWS: rows per simdgroup
+	mvSG   = 2 // MV_SG: simdgroups per threadgroup
+	mmBM   = 32
+	mmBN   = 32
+	mmBK   = 32
+)
+
+var (
+	matvecNames [DTypeQ8 + 1]string
+	matmulNames [DTypeQ8 + 1]string
+)
+
+func init() {
+	for d := range matvecNames {
+		matvecNames[d] = "matvec_" + DType(d).String() + "_f32"
+		matmulNames[d] = "matmul_" + DType(d).String() + "_f32"
+	}
+}
+
+// MatMul computes dst (L, N) = x (L, K) · wᵀ for w (N, K) in any [DType].
+//
+// Kernel selection (ggml get_pipeline_mul_mv): L = 1 is a bandwidth-bound
+// mat-vec (matvec_<w>_f32: every weight byte read once, x in registers); L > 1
+// uses the tiled mat-mat (matmul_<w>_f32: 32×32 output tiles with simdgroup 8×8
+// matrices, w dequantized into threadgroup memory and reused by 32 tokens).
+// Both handle any N and K (quantized K is a multiple of the group size).
+func (m *Metal) MatMul(dst, x, w *Tensor) {
+	N, K := w.Shape[0], w.Cols()
+	if len(w.Shape) != 2 || int(w.DType) >= len(matvecNames) {
+		panic(fmt.Sprintf("kernels: MatMul: weight %s%v is not a 2-D matrix", w.DType, w.Shape))
+	}
+	L := x.NumRows()
+	mustShape("MatMul", "x", x, L, K)
+	mustShape("MatMul", "dst", dst, L, N)
+	if L == 0 || N == 0 {
+		return
+	}
+	a := matvecArgs{K: uint32(K), N: uint32(N), GroupSize: uint32(w.GroupSize), L: uint32(L)}
+	if L == 1 {
+		// (⌈N/8⌉, L) threadgroups of 2 simdgroups, 4 rows each.
+		m.begin(matvecNames[w.DType])
+		setArgs(m, a)
+		m.bindMat(w, x, dst)
+		m.run(metal.Size{W: (N + mvRows*mvSG - 1) / (mvRows * mvSG), H: L, D: 1}, metal.Size{W: 32 * mvSG, H: 1, D: 1})
+	} else {
+		// (⌈N/32⌉, ⌈L/32⌉) threadgroups of 4 simdgroups; x and w tiles of
+		// 32×32 floats in threadgroup memory.
+		m.begin(matmulNames[w.DType])
+		setArgs(m, matmulArgs{L: uint32(L), N: uint32(N), K: uint32(K), GroupSize: uint32(w.GroupSize)})
+		m.bindMat(w, x, dst)
+		m.tgmem(0, 4*mmBM*mmBK)
+		m.tgmem(1, 4*mmBK*mmBN)
+		m.run(metal.Size{W: (N + mmBN - 1) / mmBN, H: (L + mmBM - 1) / mmBM, D: 1}, metal.Size{W: 128, H: 1, D: 1})
+	}
+	m.stats.WeightBytes += weightBytes(w, N)
+}
+
+// bindMat binds the buffers shared by matvec and matmul: w, x, y, then the
+// affine scales and biases.
+func (m *Metal) bindMat(w, x, dst *Tensor) {
+	m.in(1, w)
+	m.in(2, x)
+	m.out(3, dst)
+	if w.DType.Quantized() {
+		m.in(4, w.Scales)
+		m.in(5, w.Biases)
+	}
+}

@@ -1,0 +1,184 @@
+// attention.metal: causal grouped-query attention over the KV cache.
+//
+// For query row l (position pos + l) and query head h, reading KV head
+// g = h / (H/Hkv) with keys j ∈ [start, end), end = pos + l + 1,
+// start = max(0, end − window) (0 without a window):
+//     s_j = scale · q·k_j;   s_j ← softcap·tanh(s_j / softcap) if softcap > 0
+//     out = Σ_j softmax(s)_j · v_j
+//
+// attn_prefill_f32 (L > 1, tiled): grid (Hkv, ⌈L/rows⌉) threadgroups of
+// rows·(H/Hkv) simdgroups; simdgroup s handles query row tile·rows + s/group
+// and query head g·group + s%group, so one threadgroup covers every query head
+// that reads KV head g for `rows` consecutive rows. The threadgroup walks the
+// keys its rows can see in blocks of blk (≤ 32) keys: all threads stage the
+// block's K (stride head_dim+1: no bank conflicts) and V rows of head g in
+// threadgroup memory, so each K/V element is read from device memory once per
+// tile and reused by rows·group queries. Then lane i of each simdgroup scores
+// key i of the block against its query (q·k over head_dim from threadgroup
+// memory), the simdgroup takes the block maximum (simd_max) and sum (simd_sum)
+// of an online softmax (running max m, denominator d, rescaled by e^(m−m')),
+// and each lane accumulates head_dim/32 output dimensions from the staged V,
+// taking each key's weight with simd_shuffle.
+//
+// attn_decode_f32 (L = 1, flash-decoding): the same loop with rows = 1 and the
+// keys [key0, end) cut into `splits` contiguous ranges of split_len keys, one per
+// threadgroup (grid (Hkv, 1, splits)), so a long cache spreads over the GPU;
+// each writes its partial (m, d, o = Σ e^(s−m)·v) per query head, and
+// attn_reduce_f32 combines them: out = Σ_s e^(m_s−M)·o_s / Σ_s e^(m_s−M)·d_s.
+//
+// Masked keys (future, outside the window, past the split) score −∞ and weigh
+// exactly 0; a block with no visible key leaves m, d, o unchanged.
+// Numerics: float throughout; exp is the fast-math exp on Apple GPUs (the
+// scores are ≤ 0 after subtracting the max), tanh is precise::tanh.
+#include <metal_stdlib>
+#include "common.h"
+using namespace metal;
+
+#define ATTN_MAX_DH 256
+#define ATTN_DPL (ATTN_MAX_DH / 32) // output dimensions per lane
+
+template <bool DECODE>
+kernel void attn(
+        constant attn_args & args [[buffer(0)]],
+        device const float * q    [[buffer(1)]],
+        device const float * k    [[buffer(2)]],
+        device const float * v    [[buffer(3)]],
+        device       float * out  [[buffer(4)]],
+        threadgroup  float * ks   [[threadgroup(0)]],
+        threadgroup  float * vs   [[threadgroup(1)]],
+        uint3  tg   [[threadgroup_position_in_grid]],
+        ushort tid  [[thread_index_in_threadgroup]],
+        ushort ntg  [[threads_per_threadgroup]],
+        ushort sg   [[simdgroup_index_in_threadgroup]],
+        ushort lane [[thread_index_in_simdgroup]]) {
+    const uint Dh = args.head_dim, H = args.heads, group = H / args.kv_heads;
+    const uint kvw = args.kv_heads * Dh; // row stride of k and v
+    const uint g = tg.x;
+    const uint l = tg.y * args.rows + sg / group; // query row
+    const uint h = g * group + sg % group;        // query head
+    const bool live = l < args.L;
+
+    // This simdgroup's keys [start, end) and the threadgroup's [j0, j1).
+    const uint end = live ? args.pos + l + 1 : 0;
+    const uint start = args.window > 0 && end > args.window ? end - args.window : 0;
+    const uint first = tg.y * args.rows, last = min(first + args.rows, args.L) - 1;
+    const uint tg_end = args.pos + last + 1, tg_first_end = args.pos + first + 1;
+    const uint tg_start = args.window > 0 && tg_first_end > args.window ? tg_first_end - args.window : 0;
+    const uint s0 = args.key0 + tg.z * args.split_len;
+    const uint j0 = max(tg_start, s0), j1 = min(tg_end, s0 + args.split_len);
+
+    device const float * qr = q + ((ulong)(live ? l : 0) * H + h) * Dh;
+    float m = -INFINITY, d = 0.0f;
+    float o[ATTN_DPL];
+    for (uint i = 0; i < ATTN_DPL; i++) {
+        o[i] = 0.0f;
+    }
+    for (uint jb = j0; jb < j1; jb += args.blk) {
+        const uint n = min(args.blk, j1 - jb);
+        threadgroup_barrier(mem_flags::mem_threadgroup); // the previous block is consumed
+        for (uint i = tid; i < n * Dh; i += ntg) {
+            const uint r = i / Dh, c = i % Dh;
+            const ulong src = (ulong)(jb + r) * kvw + g * Dh + c;
+            ks[r * args.kstride + c] = k[src];
+            vs[r * Dh + c] = v[src];
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+
+        const uint j = jb + lane;
+        float s = -INFINITY;
+        if (lane < n && j >= start && j < end) {
+            threadgroup const float * kr = ks + lane * args.kstride;
+            float dot = 0.0f;
+            for (uint c = 0; c < Dh; c++) {
+                dot += qr[c] * kr[c];
+            }
+            s = dot * args.scale;
+            if (args.softcap > 0.0f) {
+                s = args.softcap * precise::tanh(s / args.softcap);
+            }
+        }
+        const float mb = simd_max(s);
+        const float mn = max(m, mb);
+        const float alpha = mn == -INFINITY ? 1.0f : exp(m - mn);
+        const float p = s == -INFINITY ? 0.0f : exp(s - mn);
+        d = d * alpha + simd_sum(p);
+        for (uint i = 0; i < ATTN_DPL; i++) {
+            o[i] *= alpha;
+        }
+        for (uint r = 0; r < n; r++) {
+            const float pr = simd_shuffle(p, r);
+            for (uint i = 0; i < ATTN_DPL; i++) {
+                const uint c = lane + 32 * i;
+                if (c < Dh) {
+                    o[i] += pr * vs[r * Dh + c];
+                }
+            }
+        }
+        m = mn;
+    }
+    if (!live) {
+        return;
+    }
+    if (DECODE) {
+        device float * part = out + (((ulong)l * H + h) * args.splits + tg.z) * (Dh + 2);
+        if (lane == 0) {
+            part[0] = m;
+            part[1] = d;
+        }
+        for (uint i = 0; i < ATTN_DPL; i++) {
+            const uint c = lane + 32 * i;
+            if (c < Dh) {
+                part[2 + c] = o[i];
+            }
+        }
+    } else {
+        device float * y = out + ((ulong)l * H + h) * Dh;
+        const float inv = 1.0f / d;
+        for (uint i = 0; i < ATTN_DPL; i++) {
+            const uint c = lane + 32 * i;
+            if (c < Dh) {
+                y[c] = o[i] * inv;
+            }
+        }
+    }
+}
+
+typedef decltype(attn<false>) attn_t;
+template [[host_name("attn_prefill_f32")]] kernel attn_t attn<false>;
+template [[host_name("attn_decode_f32")]]  kernel attn_t attn<true>;
+
+// attn_reduce_f32: one threadgroup per (row, head) = part row; threads stride
+// head_dim. Every thread recomputes the (≤ 64) split weights itself, so no
+// threadgroup memory or barrier is needed.
+kernel void attn_reduce_f32(
+        constant attn_reduce_args & args [[buffer(0)]],
+        device const float        * part [[buffer(1)]],
+        device       float        * out  [[buffer(2)]],
+        uint   row [[threadgroup_position_in_grid]],
+        ushort tid [[thread_position_in_threadgroup]],
+        ushort ntg [[threads_per_threadgroup]]) {
+    const uint Dh = args.head_dim, S = args.splits, stride = Dh + 2;
+    device const float * p = part + (ulong)row * S * stride;
+    float M = -INFINITY;
+    for (uint s = 0; s < S; s++) {
+        M = max(M, p[s * stride]);
+    }
+    float den = 0.0f;
+    for (uint s = 0; s < S; s++) {
+        const float ms = p[s * stride];
+        if (ms != -INFINITY) {
+            den += p[s * stride + 1] * exp(ms - M);
+        }
+    }
+    const float inv = 1.0f / den;
+    for (uint c = tid; c < Dh; c += ntg) {
+        float acc = 0.0f;
+        for (uint s = 0; s < S; s++) {
+            const float ms = p[s * stride];
+            if (ms != -INFINITY) {
+                acc += p[s * stride + 2 + c] * exp(ms - M);
+            }
+        }
+        out[(ulong)row * Dh + c] = acc * inv;
+    }
+}

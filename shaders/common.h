@@ -1,0 +1,104 @@
+// common.h: every struct passed from the host to a kernel with setBytes, in one
+// place (ggml's ggml-metal-impl.h). Package kernels mirrors each struct in Go with
+// the same field order and types; TestArgsLayout pins the sizes written here.
+//
+// Rules: only 4-byte scalar fields (uint, int, float), so Metal and Go agree on
+// the layout without padding. Counts are elements, never bytes, unless the field
+// name says _bytes.
+#ifndef INGOT_SHADERS_COMMON_H
+#define INGOT_SHADERS_COMMON_H
+
+// rmsnorm_args (8 bytes): normalize rows of n elements.
+struct rmsnorm_args {
+    uint  n;   // row width = len(w)
+    float eps;
+};
+
+// matvec_args (16 bytes): y (L, N) = x (L, K) · Wᵀ with W (N, K).
+// group_size is the affine quantization group (0 for float weights).
+struct matvec_args {
+    uint K;
+    uint N;
+    uint group_size;
+    uint L;
+};
+
+// matmul_args (16 bytes): the same product, tiled for L > 1.
+struct matmul_args {
+    uint L;
+    uint N;
+    uint K;
+    uint group_size;
+};
+
+// embed_args (16 bytes): y (L, D) = table[tokens]·scale.
+struct embed_args {
+    uint  D;
+    uint  group_size;
+    float scale;
+    uint  L;
+};
+
+// rope_args (24 bytes): rotate x (L, cols) in place, heads of head_dim, the
+// first 2·half elements of each head (neox pairing j ↔ j+half).
+struct rope_args {
+    uint  L;
+    uint  cols;
+    uint  head_dim;
+    uint  half_rot;
+    uint  pos;
+    float scale;
+};
+
+// attn_args (64 bytes): causal GQA attention of q (L, heads·head_dim) over the
+// KV cache k, v (≥ pos+L rows of kv_heads·head_dim). Query row l attends keys
+// j ∈ [max(0, pos+l+1−window), pos+l+1) (window 0: from 0).
+struct attn_args {
+    uint  L;
+    uint  pos;
+    uint  heads;
+    uint  kv_heads;
+    uint  head_dim;
+    float scale;      // multiplies q·k
+    uint  window;     // 0: no sliding window
+    float softcap;    // 0: none; else scores = softcap·tanh(scores/softcap)
+    uint  rows;       // query rows per threadgroup (prefill tiles; 1 for decode)
+    uint  splits;     // KV splits (flash-decoding); 1 for prefill
+    uint  split_len;  // keys per split, a multiple of blk
+    uint  blk;        // keys staged in threadgroup memory per step (≤ 32)
+    uint  kstride;    // row stride of the staged K block (head_dim + 1: no bank conflicts)
+    uint  key0;       // first key of split 0 (decode: the window's first key)
+    uint  pad1;
+    uint  pad2;
+};
+
+// attn_reduce_args (16 bytes): combine the splits' partial softmax results.
+struct attn_reduce_args {
+    uint heads;
+    uint head_dim;
+    uint splits;
+    uint rows;  // L·heads
+};
+
+// add_args (8 bytes): y[i] = a[i] + b[i % nb] for i < n.
+struct add_args {
+    uint n;
+    uint nb;
+};
+
+// unary_args (8 bytes): elementwise ops over n elements with one parameter
+// (softcap: c; glu, copy: unused).
+struct unary_args {
+    uint  n;
+    float c;
+};
+
+// argmax_args (16 bytes): index of the largest of n floats.
+struct argmax_args {
+    uint n;
+    uint pad0;
+    uint pad1;
+    uint pad2;
+};
+
+#endif // INGOT_SHADERS_COMMON_H

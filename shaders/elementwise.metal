@@ -1,0 +1,97 @@
+// elementwise.metal: one output element per thread, no reductions.
+//
+//   add_f32:           y[i] = a[i] + b[i % nb]   (nb = n, or one row broadcast)
+//   glu_silu_f32:      y[i] = silu(g[i])·u[i],       silu(x) = x / (1 + e^−x)
+//   glu_gelu_tanh_f32: y[i] = gelu_tanh(g[i])·u[i],  ½x(1 + tanh(√(2/π)(x + 0.044715x³)))
+//   glu_gelu_f32:      y[i] = gelu(g[i])·u[i],       ½x(1 + erf(x/√2))
+//   softcap_f32:       x[i] = c·tanh(x[i]/c)         (in place)
+//   copy_f32:          y[i] = x[i]                   (KV cache rows; offsets bound by the host)
+//
+// Grid: ⌈n/256⌉ threadgroups of 256 threads; thread i handles element i.
+// Every op may run in place (y aliasing an input): each thread reads its inputs
+// before writing its own element.
+// Numerics: precise:: exp and tanh, so fast math cannot change them; erf is not
+// in the Metal standard library, so ingot_erf is a rational approximation
+// (Eigen's, |error| ≲ 2 ulp on [−4, 4], ±1 outside).
+#include <metal_stdlib>
+#include "common.h"
+using namespace metal;
+
+kernel void add_f32(
+        constant add_args & args [[buffer(0)]],
+        device const float * a [[buffer(1)]],
+        device const float * b [[buffer(2)]],
+        device       float * y [[buffer(3)]],
+        uint i [[thread_position_in_grid]]) {
+    if (i < args.n) {
+        y[i] = a[i] + b[i % args.nb];
+    }
+}
+
+inline float ingot_erf(float x) {
+    const float a = clamp(x, -4.0f, 4.0f);
+    const float x2 = a * a;
+    float p = -2.72614225801306e-10f;
+    p = fma(x2, p, 2.77068142495902e-08f);
+    p = fma(x2, p, -2.10102402082508e-06f);
+    p = fma(x2, p, -5.69250639462346e-05f);
+    p = fma(x2, p, -7.34990630326855e-04f);
+    p = fma(x2, p, -2.95459980854025e-03f);
+    p = fma(x2, p, -1.60960333262415e-02f);
+    p = a * p;
+    float q = -1.45660718464996e-05f;
+    q = fma(x2, q, -2.13374055278905e-04f);
+    q = fma(x2, q, -1.68282697438203e-03f);
+    q = fma(x2, q, -7.37332916720468e-03f);
+    q = fma(x2, q, -1.42647390514189e-02f);
+    return p / q;
+}
+
+struct act_silu {
+    static float f(float x) { return x / (1.0f + precise::exp(-x)); }
+};
+struct act_gelu_tanh {
+    static float f(float x) {
+        const float c = 0.7978845608028654f; // √(2/π)
+        return 0.5f * x * (1.0f + precise::tanh(c * (x + 0.044715f * x * x * x)));
+    }
+};
+struct act_gelu {
+    static float f(float x) { return 0.5f * x * (1.0f + ingot_erf(x * 0.7071067811865476f)); }
+};
+
+template <typename ACT>
+kernel void glu(
+        constant unary_args & args [[buffer(0)]],
+        device const float  * g    [[buffer(1)]],
+        device const float  * u    [[buffer(2)]],
+        device       float  * y    [[buffer(3)]],
+        uint i [[thread_position_in_grid]]) {
+    if (i < args.n) {
+        y[i] = ACT::f(g[i]) * u[i];
+    }
+}
+
+typedef decltype(glu<act_silu>) glu_t;
+template [[host_name("glu_silu_f32")]]      kernel glu_t glu<act_silu>;
+template [[host_name("glu_gelu_tanh_f32")]] kernel glu_t glu<act_gelu_tanh>;
+template [[host_name("glu_gelu_f32")]]      kernel glu_t glu<act_gelu>;
+
+kernel void softcap_f32(
+        constant unary_args & args [[buffer(0)]],
+        device   float      * x    [[buffer(1)]],
+        uint i [[thread_position_in_grid]]) {
+    if (i < args.n) {
+        x[i] = args.c * precise::tanh(x[i] / args.c);
+    }
+}
+
+kernel void copy_f32(
+        constant unary_args & args [[buffer(0)]],
+        device const float  * x    [[buffer(1)]],
+        device       float  * y    [[buffer(2)]],
+        uint i [[thread_position_in_grid]]) {
+    if (i < args.n) {
+        y[i] = x[i];
+    }
+}

@@ -1,0 +1,148 @@
+// matvec.metal: y = x·Wᵀ for decode (L = 1; the grid's y axis runs L > 1 rows
+// when mat-mat tiles do not apply).
+//
+// matvec_<w>_f32: y (L, N) = x (L, K) · Wᵀ, W (N, K) in f32, f16, bf16 or MLX
+// affine q2…q8 (w = scale·q + bias per group of group_size columns).
+//
+// Grid: (⌈N/8⌉, L) threadgroups of 64 threads = 2 simdgroups; simdgroup s of
+// threadgroup t owns rows n ∈ [8t + 4s, 8t + 4s + 4). Each lane strides the
+// columns in chunks (4 elements for float weights, 8 codes for quantized ones),
+// loads the chunk of x once into registers and multiplies it with the same
+// chunk of all 4 rows, so every weight byte is read exactly once and x is read
+// once per simdgroup. The 32 lane partials are folded with simd_sum.
+// Quantized rows: a chunk of 8 codes is exactly `bits` bytes (byte aligned for
+// every width) and never straddles a group (groups are multiples of 32), so
+// per chunk acc += scale·Σ q·x + bias·Σ x: the affine bias is folded into the
+// chunk's Σx and dequantized weights are never formed.
+// Numerics: float accumulation in a different order than the CPU reference
+// (lane-strided partial sums, then a tree), so results differ by O(√K·2⁻²⁴)
+// relative; the quantized fold differs from Σ(scale·q + bias)·x by rounding only.
+#include <metal_stdlib>
+#include "common.h"
+using namespace metal;
+
+#define MV_ROWS 4 // rows per simdgroup
+#define MV_SG   2 // simdgroups per threadgroup
+
+// to_f32 widens one stored weight element. bf16 is stored as ushort (its high
+// half of a float), which needs no bfloat support from the device.
+inline float to_f32(float v) { return v; }
+inline float to_f32(half v) { return float(v); }
+inline float to_f32(ushort v) { return as_type<float>(uint(v) << 16); }
+
+template <typename T>
+kernel void matvec_dense(
+        constant matvec_args & args [[buffer(0)]],
+        device const T       * w    [[buffer(1)]],
+        device const float   * x    [[buffer(2)]],
+        device       float   * y    [[buffer(3)]],
+        uint2  tg   [[threadgroup_position_in_grid]],
+        ushort sg   [[simdgroup_index_in_threadgroup]],
+        ushort lane [[thread_index_in_simdgroup]]) {
+    const uint K = args.K, N = args.N;
+    const uint r0 = (tg.x * MV_SG + sg) * MV_ROWS;
+    device const float * xr = x + (ulong)tg.y * K;
+    float acc[MV_ROWS] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (uint k = lane * 4; k < K; k += 32 * 4) {
+        float xv[4];
+        const uint nk = min(4u, K - k);
+        for (uint i = 0; i < 4; i++) {
+            xv[i] = i < nk ? xr[k + i] : 0.0f;
+        }
+        for (uint r = 0; r < MV_ROWS; r++) {
+            if (r0 + r < N) {
+                device const T * wr = w + (ulong)(r0 + r) * K + k;
+                float s = 0.0f;
+                for (uint i = 0; i < nk; i++) {
+                    s += to_f32(wr[i]) * xv[i];
+                }
+                acc[r] += s;
+            }
+        }
+    }
+    for (uint r = 0; r < MV_ROWS; r++) {
+        const float s = simd_sum(acc[r]);
+        if (lane == 0 && r0 + r < N) {
+            y[(ulong)tg.y * N + r0 + r] = s;
+        }
+    }
+}
+
+template [[host_name("matvec_f32_f32")]]  kernel void matvec_dense<float>(
+        constant matvec_args &, device const float *, device const float *, device float *, uint2, ushort, ushort);
+template [[host_name("matvec_f16_f32")]]  kernel void matvec_dense<half>(
+        constant matvec_args &, device const half *, device const float *, device float *, uint2, ushort, ushort);
+template [[host_name("matvec_bf16_f32")]] kernel void matvec_dense<ushort>(
+        constant matvec_args &, device const ushort *, device const float *, device float *, uint2, ushort, ushort);
+
+// load_codes returns the 8 codes of BITS bits starting at p (BITS bytes, a
+// little-endian bitstream), code i in bits [i·BITS, (i+1)·BITS).
+template <int BITS>
+inline ulong load_codes(device const uchar * p) {
+    if (BITS == 4) {
+        return ulong(*(device const uint *)p);
+    }
+    if (BITS == 8) {
+        device const uint * u = (device const uint *)p;
+        return ulong(u[0]) | (ulong(u[1]) << 32);
+    }
+    ulong v = 0;
+    for (int b = 0; b < BITS; b++) {
+        v |= ulong(p[b]) << (8 * b);
+    }
+    return v;
+}
+
+template <int BITS>
+kernel void matvec_q(
+        constant matvec_args & args   [[buffer(0)]],
+        device const uchar   * w      [[buffer(1)]],
+        device const float   * x      [[buffer(2)]],
+        device       float   * y      [[buffer(3)]],
+        device const float   * scales [[buffer(4)]],
+        device const float   * biases [[buffer(5)]],
+        uint2  tg   [[threadgroup_position_in_grid]],
+        ushort sg   [[simdgroup_index_in_threadgroup]],
+        ushort lane [[thread_index_in_simdgroup]]) {
+    const uint K = args.K, N = args.N, G = args.group_size;
+    const uint ng = K / G;            // groups per row
+    const uint rb = K / 8 * BITS;     // bytes per row
+    const ulong mask = (1ul << BITS) - 1;
+    const uint r0 = (tg.x * MV_SG + sg) * MV_ROWS;
+    device const float * xr = x + (ulong)tg.y * K;
+    float acc[MV_ROWS] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (uint c = lane; c < K / 8; c += 32) {
+        float xv[8];
+        float sx = 0.0f;
+        for (uint i = 0; i < 8; i++) {
+            xv[i] = xr[8 * c + i];
+            sx += xv[i];
+        }
+        const uint g = 8 * c / G;
+        for (uint r = 0; r < MV_ROWS; r++) {
+            if (r0 + r < N) {
+                const ulong q = load_codes<BITS>(w + (ulong)(r0 + r) * rb + c * BITS);
+                float sq = 0.0f;
+                for (uint i = 0; i < 8; i++) {
+                    sq += float((q >> (i * BITS)) & mask) * xv[i];
+                }
+                const ulong sb = (ulong)(r0 + r) * ng + g;
+                acc[r] += scales[sb] * sq + biases[sb] * sx;
+            }
+        }
+    }
+    for (uint r = 0; r < MV_ROWS; r++) {
+        const float s = simd_sum(acc[r]);
+        if (lane == 0 && r0 + r < N) {
+            y[(ulong)tg.y * N + r0 + r] = s;
+        }
+    }
+}
+
+typedef decltype(matvec_q<4>) matvec_q_t;
+template [[host_name("matvec_q2_f32")]] kernel matvec_q_t matvec_q<2>;
+template [[host_name("matvec_q3_f32")]] kernel matvec_q_t matvec_q<3>;
+template [[host_name("matvec_q4_f32")]] kernel matvec_q_t matvec_q<4>;
+template [[host_name("matvec_q5_f32")]] kernel matvec_q_t matvec_q<5>;
+template [[host_name("matvec_q6_f32")]] kernel matvec_q_t matvec_q<6>;
+template [[host_name("matvec_q8_f32")]] kernel matvec_q_t matvec_q<8>;
