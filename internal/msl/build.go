@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // genVersion changes whenever the generator's output changes, so cached
@@ -232,8 +233,11 @@ func buildLibrary(files []File, opts Options, tc *toolchain) (string, error) {
 	}
 	so := filepath.Join(dir, "lib-"+hashOf(parts...)+".so")
 	if _, err := os.Stat(so); err == nil {
+		now := time.Now()
+		os.Chtimes(so, now, now) // keeps it from pruneCache
 		return so, nil
 	}
+	defer pruneCache(dir)
 
 	tmp, err := os.MkdirTemp(dir, "build-")
 	if err != nil {
@@ -297,6 +301,8 @@ func buildLibrary(files []File, opts Options, tc *toolchain) (string, error) {
 	compileCached := func(name, src, key string, flags []string) (string, error) {
 		obj := filepath.Join(dir, "obj-"+key+".o")
 		if _, err := os.Stat(obj); err == nil {
+			now := time.Now()
+			os.Chtimes(obj, now, now)
 			return obj, nil
 		}
 		if err := write(filepath.Join(bldDir, name), src); err != nil {
@@ -402,6 +408,31 @@ func buildLibrary(files []File, opts Options, tc *toolchain) (string, error) {
 		return "", fmt.Errorf("msl: cache: %w", err)
 	}
 	return so, nil
+}
+
+// cacheMaxAge is how long an unused cached library or object is kept.
+const cacheMaxAge = 14 * 24 * time.Hour
+
+// pruneCache removes cached files unused for cacheMaxAge and build
+// directories left by crashed builds.
+func pruneCache(dir string) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		info, err := e.Info()
+		if err != nil {
+			continue
+		}
+		age := time.Since(info.ModTime())
+		name := e.Name()
+		switch {
+		case (strings.HasPrefix(name, "lib-") || strings.HasPrefix(name, "obj-")) && age > cacheMaxAge,
+			(strings.HasPrefix(name, "build-") || strings.HasPrefix(name, ".tmp-")) && age > 24*time.Hour:
+			os.RemoveAll(filepath.Join(dir, name))
+		}
+	}
 }
 
 // lexBase lexes preprocessed output, reducing line-marker paths to base names.
