@@ -1,0 +1,69 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"testing"
+)
+
+// attnTol: float32 softmax and dot products in another order than the CPU.
+var attnTol = tol{NMSE: 1e-11, MaxAbs: 2e-5}
+
+func TestMetalAttention(t *testing.T) {
+	m := testMetal(t)
+	type tc struct {
+		L, pos, H, Hkv, Dh, window int
+		softcap                    float32
+	}
+	var cases []tc
+	// Head dims and GQA ratios, decode (L = 1) and prefill (L > 1).
+	for _, Dh := range []int{8, 16, 32, 64, 128} {
+		for _, ratio := range []int{1, 2, 4} {
+			cases = append(cases, tc{L: 1, pos: 40, H: 2 * ratio, Hkv: 2, Dh: Dh}, tc{L: 7, pos: 3, H: 2 * ratio, Hkv: 2, Dh: Dh})
+		}
+	}
+	cases = append(cases,
+		tc{L: 1, pos: 0, H: 4, Hkv: 1, Dh: 32},            // the first token
+		tc{L: 1, pos: 31, H: 4, Hkv: 2, Dh: 16},           // blk edges
+		tc{L: 1, pos: 32, H: 4, Hkv: 2, Dh: 16},           //
+		tc{L: 1, pos: 600, H: 4, Hkv: 2, Dh: 32},          // several flash-decoding splits
+		tc{L: 1, pos: 1100, H: 8, Hkv: 2, Dh: 64},         // …
+		tc{L: 2, pos: 0, H: 2, Hkv: 1, Dh: 16},            // smallest prefill
+		tc{L: 9, pos: 0, H: 8, Hkv: 2, Dh: 32},            // tinycode prefill: tiles of 2 rows × 4 heads
+		tc{L: 33, pos: 5, H: 2, Hkv: 2, Dh: 16},           // several key blocks and row tiles
+		tc{L: 9, pos: 0, H: 2, Hkv: 1, Dh: 256},           // largest head dim (blk 14)
+		tc{L: 1, pos: 70, H: 2, Hkv: 1, Dh: 256},          //
+		tc{L: 7, pos: 10, H: 4, Hkv: 2, Dh: 16, window: 6}, // Gemma 2 sliding window
+		tc{L: 1, pos: 20, H: 4, Hkv: 2, Dh: 16, window: 6},
+		tc{L: 1, pos: 1100, H: 4, Hkv: 2, Dh: 16, window: 600}, // window across splits
+		tc{L: 12, pos: 0, H: 4, Hkv: 2, Dh: 16, window: 4, softcap: 2},
+		tc{L: 1, pos: 9, H: 4, Hkv: 2, Dh: 16, softcap: 50},
+		tc{L: 5, pos: 2, H: 4, Hkv: 2, Dh: 16, softcap: 0.5},
+	)
+	for _, c := range cases {
+		name := fmt.Sprintf("L=%d/pos=%d/H=%d/Hkv=%d/Dh=%d", c.L, c.pos, c.H, c.Hkv, c.Dh)
+		if c.window > 0 {
+			name += fmt.Sprintf("/window=%d", c.window)
+		}
+		if c.softcap > 0 {
+			name += fmt.Sprintf("/softcap=%g", c.softcap)
+		}
+		t.Run(name, func(t *testing.T) {
+			S := c.pos + c.L + 3 // cache rows beyond pos+L must be ignored
+			qw, kw := c.H*c.Dh, c.Hkv*c.Dh
+			q, k, v := randn(c.L*qw, 1), randn(S*kw, 2), randn(S*kw, 3)
+			for i := range q {
+				q[i] *= 3 // a sharper softmax than unit scores
+			}
+			p := &AttnParams{Heads: c.H, KVHeads: c.Hkv, HeadDim: c.Dh, Scale: float32(1 / math.Sqrt(float64(c.Dh))), Window: c.window, Softcap: c.softcap}
+			want := make([]float32, c.L*qw)
+			cpuRef(func(cp *CPU) {
+				cp.Attention(FromF32(want, c.L, qw), FromF32(q, c.L, qw), FromF32(k, S, kw), FromF32(v, S, kw), c.pos, p)
+			})
+			dst := m.New(c.L, qw)
+			m.Attention(dst, put(m, q, c.L, qw), put(m, k, S, kw), put(m, v, S, kw), c.pos, p)
+			n, a := closeTo(t, get(t, m, dst), want, attnTol)
+			t.Logf("NMSE %.2g max-abs %.2g", n, a)
+		})
+	}
+}
