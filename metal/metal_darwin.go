@@ -330,7 +330,8 @@ func (d *device) CommandBuffer() (CommandBuffer, error) {
 		return nil, errors.New("metal: commandBufferWithUnretainedReferences returned nil")
 	}
 	c := &commandBuffer{h: &owned{id: id}, maxTGMem: d.info.MaxThreadgroupMemory}
-	runtime.AddCleanup(c, (*owned).release, c.h) // a command buffer dropped without Wait
+	// A command buffer dropped without Wait is released when collected.
+	runtime.AddCleanup(c, func(h *owned) { withPool(h.release) }, c.h)
 	return c, nil
 }
 

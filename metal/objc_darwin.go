@@ -17,9 +17,10 @@
 //     (arm64) or xmm0 (x86-64) by plain objc_msgSend: objc_msgSend_fpret is
 //     only for long double on x86-64, and there is none on arm64.
 //   - MTLSize is three NSUIntegers: 24 bytes, not a homogeneous float
-//     aggregate. AAPCS64 (B.4, C.12) passes such a composite as a pointer to a
-//     caller-made copy in the next integer register; System V x86-64 passes it
-//     in memory on the stack (class MEMORY). purego does both when the Go func
+//     aggregate. AAPCS64 (rule B.4, which Apple's arm64 ABI keeps) passes a
+//     composite larger than 16 bytes as a pointer to a caller-made copy, in the
+//     next integer register; System V x86-64 passes it in memory on the stack
+//     (class MEMORY). purego does both when the Go func
 //     type takes the struct by value (placeStack in struct_arm64.go and
 //     struct_amd64.go; purego's IdentityThreeInt64 test covers this shape),
 //     so dispatchThreadgroups:threadsPerThreadgroup: takes two mtlSize values.
