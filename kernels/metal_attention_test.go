@@ -23,16 +23,16 @@ func TestMetalAttention(t *testing.T) {
 		}
 	}
 	cases = append(cases,
-		tc{L: 1, pos: 0, H: 4, Hkv: 1, Dh: 32},            // the first token
-		tc{L: 1, pos: 31, H: 4, Hkv: 2, Dh: 16},           // blk edges
-		tc{L: 1, pos: 32, H: 4, Hkv: 2, Dh: 16},           //
-		tc{L: 1, pos: 600, H: 4, Hkv: 2, Dh: 32},          // several flash-decoding splits
-		tc{L: 1, pos: 1100, H: 8, Hkv: 2, Dh: 64},         // …
-		tc{L: 2, pos: 0, H: 2, Hkv: 1, Dh: 16},            // smallest prefill
-		tc{L: 9, pos: 0, H: 8, Hkv: 2, Dh: 32},            // tinycode prefill: tiles of 2 rows × 4 heads
-		tc{L: 33, pos: 5, H: 2, Hkv: 2, Dh: 16},           // several key blocks and row tiles
-		tc{L: 9, pos: 0, H: 2, Hkv: 1, Dh: 256},           // largest head dim (blk 14)
-		tc{L: 1, pos: 70, H: 2, Hkv: 1, Dh: 256},          //
+		tc{L: 1, pos: 0, H: 4, Hkv: 1, Dh: 32},             // the first token
+		tc{L: 1, pos: 31, H: 4, Hkv: 2, Dh: 16},            // blk edges
+		tc{L: 1, pos: 32, H: 4, Hkv: 2, Dh: 16},            //
+		tc{L: 1, pos: 600, H: 4, Hkv: 2, Dh: 32},           // several flash-decoding splits
+		tc{L: 1, pos: 1100, H: 8, Hkv: 2, Dh: 64},          // …
+		tc{L: 2, pos: 0, H: 2, Hkv: 1, Dh: 16},             // smallest prefill
+		tc{L: 9, pos: 0, H: 8, Hkv: 2, Dh: 32},             // tinycode prefill: tiles of 2 rows × 4 heads
+		tc{L: 33, pos: 5, H: 2, Hkv: 2, Dh: 16},            // several key blocks and row tiles
+		tc{L: 9, pos: 0, H: 2, Hkv: 1, Dh: 256},            // largest head dim (blk 14)
+		tc{L: 1, pos: 70, H: 2, Hkv: 1, Dh: 256},           //
 		tc{L: 7, pos: 10, H: 4, Hkv: 2, Dh: 16, window: 6}, // Gemma 2 sliding window
 		tc{L: 1, pos: 20, H: 4, Hkv: 2, Dh: 16, window: 6},
 		tc{L: 1, pos: 1100, H: 4, Hkv: 2, Dh: 16, window: 600}, // window across splits

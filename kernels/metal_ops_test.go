@@ -187,7 +187,7 @@ func TestMetalArgmax(t *testing.T) {
 		{"all-neg-inf", []float32{-inf, -inf, -inf}},
 		{"inf", []float32{1, inf, 3}},
 		{"random-33", randn(33, 1)},
-		{"random-4096", randn(4096, 2)},  // tinycode's V
+		{"random-4096", randn(4096, 2)},   // tinycode's V
 		{"random-50000", randn(50000, 3)}, // threads stride many times
 	} {
 		t.Run(c.name, func(t *testing.T) {
