@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"unsafe"
+
+	"github.com/ebitengine/purego/objc"
 )
 
 // testSource is a tiny library: an axpy, a threadgroup-memory reduction and a
@@ -104,6 +106,63 @@ func floats(b Buffer) []float32 {
 func axpyArgs(n int, alpha float32) []byte {
 	a := binary.LittleEndian.AppendUint32(nil, uint32(n))
 	return binary.LittleEndian.AppendUint32(a, math.Float32bits(alpha))
+}
+
+// TestSelectors runs first: it asks each object whether it responds to every
+// selector this package sends it, so a misspelt selector fails here by name
+// instead of aborting the process with an unrecognized-selector exception.
+func TestSelectors(t *testing.T) {
+	d := open(t).(*device)
+	check := func(what string, id objc.ID, sels map[string]objc.SEL) {
+		t.Helper()
+		for name, sel := range sels {
+			if !msgRespond(id, selRespondsToSelector, sel) {
+				t.Errorf("%s does not respond to %s", what, name)
+			}
+		}
+	}
+	check("MTLDevice", d.id, map[string]objc.SEL{
+		"name": selName, "recommendedMaxWorkingSetSize": selRecommendedMaxWorkingSetSize,
+		"maxBufferLength": selMaxBufferLength, "hasUnifiedMemory": selHasUnifiedMemory,
+		"maxThreadgroupMemoryLength": selMaxThreadgroupMemoryLength, "currentAllocatedSize": selCurrentAllocatedSize,
+		"newCommandQueue": selNewCommandQueue, "newLibraryWithSource:options:error:": selNewLibraryWithSource,
+		"newComputePipelineStateWithFunction:error:":           selNewPipelineWithFunction,
+		"newBufferWithLength:options:":                         selNewBufferWithLength,
+		"newBufferWithBytesNoCopy:length:options:deallocator:": selNewBufferWithBytesNoCopy,
+	})
+	check("MTLLibrary", d.lib, map[string]objc.SEL{"newFunctionWithName:": selNewFunctionWithName})
+	check("MTLCommandQueue", d.queue, map[string]objc.SEL{"commandBufferWithUnretainedReferences": selCommandBufferUnretained})
+	p := pipelineOf(t, d, "axpy_f32").(*pipeline)
+	check("MTLComputePipelineState", p.id, map[string]objc.SEL{
+		"maxTotalThreadsPerThreadgroup": selMaxTotalThreadsPerThreadgroup,
+		"threadExecutionWidth":          selThreadExecutionWidth,
+		"staticThreadgroupMemoryLength": selStaticThreadgroupMemoryLength,
+	})
+	b := newBuffer(t, d, 64).(*buffer)
+	check("MTLBuffer", b.id, map[string]objc.SEL{"contents": selContents, "length": selLength})
+	cb, err := d.CommandBuffer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cb.(*commandBuffer)
+	check("MTLCommandBuffer", c.h.id, map[string]objc.SEL{
+		"computeCommandEncoderWithDispatchType:": selComputeEncoderWithType, "commit": selCommit,
+		"waitUntilCompleted": selWaitUntilCompleted, "status": selStatus, "error": selError,
+		"GPUStartTime": selGPUStartTime, "GPUEndTime": selGPUEndTime,
+	})
+	e := cb.Encoder().(*encoder)
+	check("MTLComputeCommandEncoder", e.id, map[string]objc.SEL{
+		"setComputePipelineState:": selSetComputePipelineState, "setBuffer:offset:atIndex:": selSetBufferOffsetAtIndex,
+		"setBytes:length:atIndex:":                    selSetBytesLengthAtIndex,
+		"setThreadgroupMemoryLength:atIndex:":         selSetThreadgroupMemory,
+		"dispatchThreadgroups:threadsPerThreadgroup:": selDispatchThreadgroups,
+		"memoryBarrierWithScope:":                     selMemoryBarrierWithScope, "endEncoding": selEndEncoding,
+	})
+	e.End()
+	cb.Commit()
+	if err := cb.Wait(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestInfo(t *testing.T) {

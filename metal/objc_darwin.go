@@ -96,27 +96,27 @@ type mtlSize struct {
 	Depth  uint
 }
 
-// NSObject and Foundation selectors.
+// NSObject and Foundation selectors (NSString, NSError, NSArray).
 var (
-	selAlloc                   = objc.RegisterName("alloc")
-	selInit                    = objc.RegisterName("init")
-	selRetain                  = objc.RegisterName("retain")
-	selRelease                 = objc.RegisterName("release")
-	selRespondsToSelector      = objc.RegisterName("respondsToSelector:")
-	selInitWithBytesLengthEnc  = objc.RegisterName("initWithBytes:length:encoding:")
-	selUTF8String              = objc.RegisterName("UTF8String")
-	selLocalizedDescription    = objc.RegisterName("localizedDescription")
-	selCode                    = objc.RegisterName("code")
-	selCount                   = objc.RegisterName("count")
-	selObjectAtIndex           = objc.RegisterName("objectAtIndex:")
-	selLocalizedFailureReason  = objc.RegisterName("localizedFailureReason")
-	selSetFastMathEnabled      = objc.RegisterName("setFastMathEnabled:")
-	selSetMathMode             = objc.RegisterName("setMathMode:")
-	selSetLanguageVersion      = objc.RegisterName("setLanguageVersion:")
-	selNewCommandQueue         = objc.RegisterName("newCommandQueue")
-	selNewLibraryWithSource    = objc.RegisterName("newLibraryWithSource:options:error:")
-	selNewFunctionWithName     = objc.RegisterName("newFunctionWithName:")
-	selNewPipelineWithFunction = objc.RegisterName("newComputePipelineStateWithFunction:error:")
+	selAlloc                  = objc.RegisterName("alloc")
+	selInit                   = objc.RegisterName("init")
+	selRetain                 = objc.RegisterName("retain")
+	selRelease                = objc.RegisterName("release")
+	selRespondsToSelector     = objc.RegisterName("respondsToSelector:")
+	selInitWithBytesLengthEnc = objc.RegisterName("initWithBytes:length:encoding:")
+	selUTF8String             = objc.RegisterName("UTF8String")
+	selLocalizedDescription   = objc.RegisterName("localizedDescription")
+	selLocalizedFailureReason = objc.RegisterName("localizedFailureReason")
+	selCode                   = objc.RegisterName("code")
+	selCount                  = objc.RegisterName("count")
+	selObjectAtIndex          = objc.RegisterName("objectAtIndex:")
+)
+
+// MTLCompileOptions selectors.
+var (
+	selSetFastMathEnabled = objc.RegisterName("setFastMathEnabled:") // deprecated in macOS 15
+	selSetMathMode        = objc.RegisterName("setMathMode:")        // macOS 15+
+	selSetLanguageVersion = objc.RegisterName("setLanguageVersion:")
 )
 
 // MTLDevice selectors.
@@ -127,9 +127,15 @@ var (
 	selHasUnifiedMemory             = objc.RegisterName("hasUnifiedMemory")
 	selMaxThreadgroupMemoryLength   = objc.RegisterName("maxThreadgroupMemoryLength")
 	selCurrentAllocatedSize         = objc.RegisterName("currentAllocatedSize")
+	selNewCommandQueue              = objc.RegisterName("newCommandQueue")
+	selNewLibraryWithSource         = objc.RegisterName("newLibraryWithSource:options:error:")
+	selNewPipelineWithFunction      = objc.RegisterName("newComputePipelineStateWithFunction:error:")
 	selNewBufferWithLength          = objc.RegisterName("newBufferWithLength:options:")
 	selNewBufferWithBytesNoCopy     = objc.RegisterName("newBufferWithBytesNoCopy:length:options:deallocator:")
 )
+
+// MTLLibrary selectors.
+var selNewFunctionWithName = objc.RegisterName("newFunctionWithName:")
 
 // MTLBuffer selectors.
 var (
@@ -144,16 +150,18 @@ var (
 	selStaticThreadgroupMemoryLength = objc.RegisterName("staticThreadgroupMemoryLength")
 )
 
-// MTLCommandQueue and MTLCommandBuffer selectors.
+// MTLCommandQueue selectors.
+var selCommandBufferUnretained = objc.RegisterName("commandBufferWithUnretainedReferences")
+
+// MTLCommandBuffer selectors.
 var (
-	selCommandBufferUnretained = objc.RegisterName("commandBufferWithUnretainedReferences")
-	selComputeEncoderWithType  = objc.RegisterName("computeCommandEncoderWithDispatchType:")
-	selCommit                  = objc.RegisterName("commit")
-	selWaitUntilCompleted      = objc.RegisterName("waitUntilCompleted")
-	selStatus                  = objc.RegisterName("status")
-	selError                   = objc.RegisterName("error")
-	selGPUStartTime            = objc.RegisterName("GPUStartTime")
-	selGPUEndTime              = objc.RegisterName("GPUEndTime")
+	selComputeEncoderWithType = objc.RegisterName("computeCommandEncoderWithDispatchType:")
+	selCommit                 = objc.RegisterName("commit")
+	selWaitUntilCompleted     = objc.RegisterName("waitUntilCompleted")
+	selStatus                 = objc.RegisterName("status")
+	selError                  = objc.RegisterName("error")
+	selGPUStartTime           = objc.RegisterName("GPUStartTime")
+	selGPUEndTime             = objc.RegisterName("GPUEndTime")
 )
 
 // MTLComputeCommandEncoder selectors.
