@@ -33,6 +33,12 @@ func qMatVec8VNNI64(dst *float32, n int, w *uint32, wstride int, s, b *float32, 
 func qMatVec4AVX264(dst *float32, n int, w *uint32, wstride int, s, b *float32, G int, xq *int8, dq *groupQ, sx, cr *float32, bpg int, mask *int32)
 
 //go:noescape
+func qMatVec4VNNI64g1(dst *float32, n int, w *uint32, wstride int, s, b *float32, G int, xq *int8, dq *groupQ, sx, cr *float32, bpg int, mask *int32)
+
+//go:noescape
+func qMatVec8VNNI64g1(dst *float32, n int, w *uint32, wstride int, s, b *float32, G int, xq *int8, dq *groupQ, sx, cr *float32, bpg int, mask *int32)
+
+//go:noescape
 func qTile4VNNI(dst *float32, dstride int, w *uint32, wstride int, s, b *float32, G int, xq *int8, xstride int, dq *groupQ, sx, cr *float32, bpg int, mask *int32)
 
 //go:noescape
@@ -86,12 +92,18 @@ var tailMask = [16]int32{-1, -1, -1, -1, -1, -1, -1, -1}
 type qKernels[F any] struct {
 	q4x32, q4x64, q8x32, q8x64 F
 	c8x64                      int // chunk of q8x64 (the AVX2 one runs 32 at a time)
+	q4g64, q8g64               F   // groups of exactly 64, if hasG64
+	hasG64                     bool
 }
 
 // pick returns the kernel for q and its blocks per group.
 func (t *qKernels[F]) pick(q *QMatrix) (F, int) {
 	gs := q.GroupSize
 	switch {
+	case q.Bits == 4 && gs == 64 && t.hasG64:
+		return t.q4g64, 1
+	case q.Bits == 8 && gs == 64 && t.hasG64:
+		return t.q8g64, 1
 	case q.Bits == 4 && gs%64 == 0:
 		return t.q4x64, gs / 64
 	case q.Bits == 4:
@@ -189,9 +201,10 @@ var kernVNNI = kernelSet{
 	name:  "avx512vnni",
 	avail: hasVNNI,
 	qMatVec: qMatVecWith(qKernels[qMatVecAsm]{
-		qMatVec4VNNI, qMatVec4VNNI64, qMatVec8VNNI, qMatVec8VNNI64, 64}),
+		qMatVec4VNNI, qMatVec4VNNI64, qMatVec8VNNI, qMatVec8VNNI64, 64,
+		qMatVec4VNNI64g1, qMatVec8VNNI64g1, true}),
 	qTile: qTileWith(qKernels[qTileAsm]{
-		qTile4VNNI, qTile4VNNI64, qTile8VNNI, qTile8VNNI64, 64}, 2, 4),
+		qTile4VNNI, qTile4VNNI64, qTile8VNNI, qTile8VNNI64, 64, nil, nil, false}, 2, 4),
 	qTileN: 2, qTileL: 4,
 	fMatVec: fMatVecAVX2,
 	fTile:   fTileAVX2,
@@ -203,9 +216,9 @@ var kernAVX2 = kernelSet{
 	name:  "avx2",
 	avail: hasAVX2,
 	qMatVec: qMatVecWith(qKernels[qMatVecAsm]{
-		qMatVec4AVX2, qMatVec4AVX264, qMatVec8AVX2, qMatVec8AVX2, 32}),
+		qMatVec4AVX2, qMatVec4AVX264, qMatVec8AVX2, qMatVec8AVX2, 32, nil, nil, false}),
 	qTile: qTileWith(qKernels[qTileAsm]{
-		qTile4AVX2, qTile4AVX264, qTile8AVX2, qTile8AVX2, 32}, 2, 2),
+		qTile4AVX2, qTile4AVX264, qTile8AVX2, qTile8AVX2, 32, nil, nil, false}, 2, 2),
 	qTileN: 2, qTileL: 2,
 	fMatVec: fMatVecAVX2,
 	fTile:   fTileAVX2,

@@ -2124,6 +2124,222 @@ store:
 	VZEROUPPER
 	RET
 
+// qMatVec4VNNI64g1: qMatVec4VNNI64 for groups of exactly 64 codes, two
+// groups per iteration into two sums with no inner loop (R14 = G rounded down to
+// even), then a last odd group; the codes are prefetched 2 KB ahead.
+TEXT ·qMatVec4VNNI64g1(SB), NOSPLIT, $0-104
+	VPBROADCASTD c0f<>(SB), Z14
+	VMOVDQU64    shiftz4<>(SB), Z13
+	MOVQ    dst+0(FP), DI
+	MOVQ    n+8(FP), CX
+	MOVQ    w+16(FP), SI
+	MOVQ    wstride+24(FP), R8
+	MOVQ    s+32(FP), R9
+	MOVQ    b+40(FP), R10
+	MOVQ    G+48(FP), R11
+	MOVQ    R11, R14
+	ANDQ    $-2, R14
+	SHLQ    $2, R11
+	MOVQ    dq+64(FP), R13
+	MOVQ    mask+96(FP), AX
+	VMOVDQU (AX), Y15
+	TESTQ   CX, CX
+	JZ      done
+
+row:
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	MOVQ   SI, AX
+	MOVQ   xq+56(FP), BX
+	XORQ   DX, DX
+	TESTQ  R14, R14
+	JZ     odd
+
+pair:
+	PREFETCHT0 2048(AX)
+	VPXORD           Z0, Z0, Z0
+	VBROADCASTI64X4 0(AX), Z1
+	VPSRLVQ         Z13, Z1, Z1
+	VPANDD          Z14, Z1, Z1
+	VPDPBUSD         0(BX), Z1, Z0
+	VCVTDQ2PS        Z0, Z0
+	VMULPS.BCST      0(R13)(DX*8), Z0, Z0
+	VFMADD231PS.BCST 0(R9)(DX*4), Z0, Z8
+	VPXORD           Z4, Z4, Z4
+	VBROADCASTI64X4 32(AX), Z5
+	VPSRLVQ         Z13, Z5, Z5
+	VPANDD          Z14, Z5, Z5
+	VPDPBUSD         64(BX), Z5, Z4
+	VCVTDQ2PS        Z4, Z4
+	VMULPS.BCST      8(R13)(DX*8), Z4, Z4
+	VFMADD231PS.BCST 4(R9)(DX*4), Z4, Z9
+	ADDQ $64, AX
+	ADDQ $128, BX
+	ADDQ $2, DX
+	CMPQ DX, R14
+	JLT  pair
+
+odd:
+	CMPQ DX, G+48(FP)
+	JEQ  fold
+	VPXORD           Z0, Z0, Z0
+	VBROADCASTI64X4 0(AX), Z1
+	VPSRLVQ         Z13, Z1, Z1
+	VPANDD          Z14, Z1, Z1
+	VPDPBUSD         0(BX), Z1, Z0
+	VCVTDQ2PS        Z0, Z0
+	VMULPS.BCST      0(R13)(DX*8), Z0, Z0
+	VFMADD231PS.BCST 0(R9)(DX*4), Z0, Z8
+
+fold:
+	VADDPS        Z9, Z8, Z8
+	VEXTRACTF64X4 $1, Z8, Y1
+	VADDPS        Y1, Y8, Y8
+
+	// bias pass
+	MOVQ sx+72(FP), AX
+	MOVQ cr+80(FP), BX
+	XORQ DX, DX
+	MOVQ G+48(FP), R12
+	SHRQ $3, R12
+	JZ   tail
+
+bias:
+	VMOVUPS     (R10)(DX*1), Y1
+	VFMADD231PS (AX)(DX*1), Y1, Y8
+	VMOVUPS     (R9)(DX*1), Y1
+	VFMADD231PS (BX)(DX*1), Y1, Y8
+	ADDQ        $32, DX
+	DECQ        R12
+	JNZ         bias
+
+tail:
+	MOVQ        G+48(FP), R12
+	ANDQ        $7, R12
+	JZ          store
+	VMASKMOVPS  (R10)(DX*1), Y15, Y1
+	VFMADD231PS (AX)(DX*1), Y1, Y8
+	VMASKMOVPS  (R9)(DX*1), Y15, Y1
+	VFMADD231PS (BX)(DX*1), Y1, Y8
+
+store:
+	HSUM(Y8, X8, X1)
+	VMOVSS X8, (DI)
+	ADDQ   $4, DI
+	ADDQ   R8, SI
+	ADDQ   R11, R9
+	ADDQ   R11, R10
+	DECQ   CX
+	JNZ    row
+
+done:
+	VZEROUPPER
+	RET
+
+// qMatVec8VNNI64g1: qMatVec8VNNI64 for groups of exactly 64 codes, two
+// groups per iteration into two sums with no inner loop (R14 = G rounded down to
+// even), then a last odd group; the codes are prefetched 2 KB ahead.
+TEXT ·qMatVec8VNNI64g1(SB), NOSPLIT, $0-104
+	MOVQ    dst+0(FP), DI
+	MOVQ    n+8(FP), CX
+	MOVQ    w+16(FP), SI
+	MOVQ    wstride+24(FP), R8
+	MOVQ    s+32(FP), R9
+	MOVQ    b+40(FP), R10
+	MOVQ    G+48(FP), R11
+	MOVQ    R11, R14
+	ANDQ    $-2, R14
+	SHLQ    $2, R11
+	MOVQ    dq+64(FP), R13
+	MOVQ    mask+96(FP), AX
+	VMOVDQU (AX), Y15
+	TESTQ   CX, CX
+	JZ      done
+
+row:
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	MOVQ   SI, AX
+	MOVQ   xq+56(FP), BX
+	XORQ   DX, DX
+	TESTQ  R14, R14
+	JZ     odd
+
+pair:
+	PREFETCHT0 2048(AX)
+	VPXORD           Z0, Z0, Z0
+	VMOVDQU64 0(AX), Z1
+	VPDPBUSD         0(BX), Z1, Z0
+	VCVTDQ2PS        Z0, Z0
+	VMULPS.BCST      0(R13)(DX*8), Z0, Z0
+	VFMADD231PS.BCST 0(R9)(DX*4), Z0, Z8
+	VPXORD           Z4, Z4, Z4
+	VMOVDQU64 64(AX), Z5
+	VPDPBUSD         64(BX), Z5, Z4
+	VCVTDQ2PS        Z4, Z4
+	VMULPS.BCST      8(R13)(DX*8), Z4, Z4
+	VFMADD231PS.BCST 4(R9)(DX*4), Z4, Z9
+	ADDQ $128, AX
+	ADDQ $128, BX
+	ADDQ $2, DX
+	CMPQ DX, R14
+	JLT  pair
+
+odd:
+	CMPQ DX, G+48(FP)
+	JEQ  fold
+	VPXORD           Z0, Z0, Z0
+	VMOVDQU64 0(AX), Z1
+	VPDPBUSD         0(BX), Z1, Z0
+	VCVTDQ2PS        Z0, Z0
+	VMULPS.BCST      0(R13)(DX*8), Z0, Z0
+	VFMADD231PS.BCST 0(R9)(DX*4), Z0, Z8
+
+fold:
+	VADDPS        Z9, Z8, Z8
+	VEXTRACTF64X4 $1, Z8, Y1
+	VADDPS        Y1, Y8, Y8
+
+	// bias pass
+	MOVQ sx+72(FP), AX
+	MOVQ cr+80(FP), BX
+	XORQ DX, DX
+	MOVQ G+48(FP), R12
+	SHRQ $3, R12
+	JZ   tail
+
+bias:
+	VMOVUPS     (R10)(DX*1), Y1
+	VFMADD231PS (AX)(DX*1), Y1, Y8
+	VMOVUPS     (R9)(DX*1), Y1
+	VFMADD231PS (BX)(DX*1), Y1, Y8
+	ADDQ        $32, DX
+	DECQ        R12
+	JNZ         bias
+
+tail:
+	MOVQ        G+48(FP), R12
+	ANDQ        $7, R12
+	JZ          store
+	VMASKMOVPS  (R10)(DX*1), Y15, Y1
+	VFMADD231PS (AX)(DX*1), Y1, Y8
+	VMASKMOVPS  (R9)(DX*1), Y15, Y1
+	VFMADD231PS (BX)(DX*1), Y1, Y8
+
+store:
+	HSUM(Y8, X8, X1)
+	VMOVSS X8, (DI)
+	ADDQ   $4, DI
+	ADDQ   R8, SI
+	ADDQ   R11, R9
+	ADDQ   R11, R10
+	DECQ   CX
+	JNZ    row
+
+done:
+	VZEROUPPER
+	RET
+
 // fMatVecF32(dst *float32, n int, w *float32, K int, x *float32)
 //
 // Rows one at a time, K a multiple of 8: four accumulators over 32 elements, then
