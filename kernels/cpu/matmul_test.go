@@ -319,3 +319,24 @@ func TestMatMulAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestDotQFloat checks the exact float path (the one bits other than 4 and 8
+// take) on every width, including 4 and 8, against the float64 reference to
+// float32 rounding, with no activation quantization error.
+func TestDotQFloat(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, bits := range []int{2, 3, 4, 5, 6, 8} {
+		for _, gs := range []int{32, 64, 128} {
+			w := randWeight(r, FormatQ, 5, 3*gs, bits, gs)
+			x := randVec(r, w.K)
+			want, mag, qb := ref(w, x, 1)
+			got := make([]float32, w.N)
+			for n := range got {
+				got[n] = dotQFloat(w.Q, n, w.K, x)
+			}
+			t.Run(fmt.Sprintf("bits=%d/gs=%d", bits, gs), func(t *testing.T) {
+				checkRef(t, got, want, mag, qb, false)
+			})
+		}
+	}
+}
