@@ -9,20 +9,25 @@ import (
 // TestDependencyDirection pins the import graph of STYLE.md §1.
 func TestDependencyDirection(t *testing.T) {
 	const mod = "github.com/ingot-llm/ingot/"
-	deptest.Check(t, "./model", deptest.Bad{
+	deptest.Imports(t, "./model", deptest.Bad{
 		mod + "metal":    "model talks to kernels.Backend only",
 		mod + "shaders":  "model talks to kernels.Backend only",
 		mod + "tokenize": "model works on token ids; the root package joins it to tokenize",
 	})
-	deptest.Check(t, "./tokenize", deptest.Bad{
+	deptest.Deps(t, "./tokenize", deptest.Bad{
 		mod + "model":   "tokenize and model don't import each other",
 		mod + "kernels": "tokenize knows nothing of ops",
 	})
-	deptest.Check(t, "./metal", deptest.Bad{
+	deptest.Deps(t, "./metal", deptest.Bad{
 		mod + "kernels": "metal is a binding layer; it must not know about ops",
 		mod + "model":   "metal is a binding layer",
+		mod + "shaders": "metal compiles whatever source it is given",
 	})
-	deptest.Check(t, "./kernels/cpu", deptest.Bad{
+	deptest.Deps(t, "./shaders", deptest.Bad{
+		mod + "metal":   "shaders is embedded source, no logic",
+		mod + "kernels": "shaders is embedded source, no logic",
+	})
+	deptest.Deps(t, "./kernels/cpu", deptest.Bad{
 		mod + "kernels": "kernels/cpu is slice loops; kernels adapts it",
 		mod + "metal":   "kernels/cpu runs everywhere",
 	})

@@ -12,12 +12,46 @@ import (
 // Bad maps a forbidden import path to the reason it is forbidden.
 type Bad map[string]string
 
-// Check fails t if pkg (a pattern such as "./model") depends, directly or not, on
-// any package in bad, for the current GOOS/GOARCH and for darwin/arm64.
-func Check(t *testing.T, pkg string, bad Bad) {
+// Deps fails t if pkg (a pattern such as "./tokenize") depends, directly or not, on
+// any package in bad, for linux/amd64, darwin/arm64 and linux/arm64.
+func Deps(t *testing.T, pkg string, bad Bad) {
+	t.Helper()
+	check(t, []string{"list", "-deps", "-json=ImportPath", pkg}, pkg, bad)
+}
+
+// Imports fails t if pkg imports any package in bad directly (in its non-test
+// files): "model talks to kernels only" allows kernels itself to use metal.
+func Imports(t *testing.T, pkg string, bad Bad) {
 	t.Helper()
 	for _, env := range [][]string{nil, {"GOOS=darwin", "GOARCH=arm64"}, {"GOOS=linux", "GOARCH=arm64"}} {
-		cmd := exec.Command("go", "list", "-deps", "-json=ImportPath", pkg)
+		cmd := exec.Command("go", "list", "-json=ImportPath,Imports", pkg)
+		cmd.Env = append(cmd.Environ(), env...)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list %s (%v): %v", pkg, env, err)
+		}
+		dec := json.NewDecoder(strings.NewReader(string(out)))
+		for dec.More() {
+			var p struct {
+				ImportPath string
+				Imports    []string
+			}
+			if err := dec.Decode(&p); err != nil {
+				t.Fatal(err)
+			}
+			for _, imp := range p.Imports {
+				if why, ok := bad[imp]; ok {
+					t.Errorf("%s (%v) imports %s: %s", p.ImportPath, env, imp, why)
+				}
+			}
+		}
+	}
+}
+
+func check(t *testing.T, args []string, pkg string, bad Bad) {
+	t.Helper()
+	for _, env := range [][]string{nil, {"GOOS=darwin", "GOARCH=arm64"}, {"GOOS=linux", "GOARCH=arm64"}} {
+		cmd := exec.Command("go", args...)
 		cmd.Env = append(cmd.Environ(), env...)
 		out, err := cmd.Output()
 		if err != nil {
