@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/ingot-llm/ingot/internal/msl"
+	"github.com/ingot-llm/ingot/internal/msl/msltest"
 	"github.com/ingot-llm/ingot/shaders"
 )
 
@@ -128,5 +129,17 @@ func TestShaderKernelNames(t *testing.T) {
 	slices.Sort(lib)
 	if !slices.Equal(names, lib) {
 		t.Errorf("kernels parsed from shaders/*.metal\n%v\ndiffer from the library's\n%v", names, lib)
+	}
+}
+
+// TestShaderSource compiles shaders.Source(), the single translation unit the
+// real device's newLibraryWithSource gets, on the interpreter: the
+// concatenation must not redefine anything and must hold every kernel.
+func TestShaderSource(t *testing.T) {
+	dev := msltest.Open(t, msl.File{Name: "library.metal", Source: shaders.Source()})
+	got := dev.Kernels()
+	slices.Sort(got)
+	if want := shaderKernels(shaders.Files()); !slices.Equal(got, want) {
+		t.Errorf("kernels of shaders.Source()\n%v\nwant\n%v", got, want)
 	}
 }

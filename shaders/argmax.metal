@@ -1,8 +1,9 @@
 // argmax.metal: the index of the largest element, so greedy decoding brings
 // back 4 bytes per token instead of V floats.
 //
-// argmax_f32: out[0] = the smallest i with x[i] = max(x[0…n)); NaNs are skipped;
-// 0 when every element is NaN.
+// argmax_f32: out[0] = the smallest i with x[i] = max(x[0…n)); 0 when no
+// element exceeds −FLT_MAX (all −∞ or NaN). NaNs are skipped here; Apple's fast
+// math makes no promise about them.
 //
 // Grid: one threadgroup of up to 1024 threads. Each thread scans a stride of x
 // keeping its first maximum; the simdgroup folds (value, index) pairs with
@@ -46,10 +47,10 @@ kernel void argmax_f32(
         ushort sg   [[simdgroup_index_in_threadgroup]],
         ushort lane [[thread_index_in_simdgroup]],
         ushort nsg  [[simdgroups_per_threadgroup]]) {
-    am_pair p = {-INFINITY, 0xffffffffu};
+    am_pair p = {-FLT_MAX, 0xffffffffu};
     for (uint i = tid; i < args.n; i += ntg) {
         const float v = x[i];
-        if (v > p.v || (v == p.v && p.i == 0xffffffffu)) { // the first -inf counts too
+        if (v > p.v || (v == p.v && p.i == 0xffffffffu)) { // the first −FLT_MAX counts too
             p.v = v;
             p.i = i;
         }
@@ -61,7 +62,7 @@ kernel void argmax_f32(
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (sg == 0) {
-        am_pair q = {-INFINITY, 0xffffffffu};
+        am_pair q = {-FLT_MAX, 0xffffffffu};
         if (lane < nsg) {
             q.v = tv[lane];
             q.i = ti[lane];

@@ -26,8 +26,8 @@
 // each writes its partial (m, d, o = Σ e^(s−m)·v) per query head, and
 // attn_reduce_f32 combines them: out = Σ_s e^(m_s−M)·o_s / Σ_s e^(m_s−M)·d_s.
 //
-// Masked keys (future, outside the window, past the split) score −∞ and weigh
-// exactly 0; a block with no visible key leaves m, d, o unchanged.
+// Masked keys (future, outside the window, past the split) weigh exactly 0; a
+// block with no visible key leaves m, d, o unchanged.
 // Numerics: float throughout; exp is the fast-math exp on Apple GPUs (the
 // scores are ≤ 0 after subtracting the max), tanh is precise::tanh.
 #include <metal_stdlib>
@@ -36,6 +36,9 @@ using namespace metal;
 
 #define ATTN_MAX_DH 256
 #define ATTN_DPL (ATTN_MAX_DH / 32) // output dimensions per lane
+// ATTN_NEG stands for −∞: Apple compiles with fast math, which assumes no
+// infinities, so masks are explicit and the running max starts finite.
+#define ATTN_NEG (-FLT_MAX)
 
 template <bool DECODE>
 kernel void attn(
@@ -46,11 +49,12 @@ kernel void attn(
         device       float * out  [[buffer(4)]],
         threadgroup  float * ks   [[threadgroup(0)]],
         threadgroup  float * vs   [[threadgroup(1)]],
-        uint3  tg   [[threadgroup_position_in_grid]],
-        ushort tid  [[thread_index_in_threadgroup]],
-        ushort ntg  [[threads_per_threadgroup]],
-        ushort sg   [[simdgroup_index_in_threadgroup]],
-        ushort lane [[thread_index_in_simdgroup]]) {
+        uint3   tg   [[threadgroup_position_in_grid]],
+        ushort3 tpt  [[threads_per_threadgroup]],
+        ushort  tid  [[thread_index_in_threadgroup]],
+        ushort  sg   [[simdgroup_index_in_threadgroup]],
+        ushort  lane [[thread_index_in_simdgroup]]) {
+    const uint ntg = tpt.x * tpt.y * tpt.z;
     const uint Dh = args.head_dim, H = args.heads, group = H / args.kv_heads;
     const uint kvw = args.kv_heads * Dh; // row stride of k and v
     const uint g = tg.x;
@@ -68,7 +72,7 @@ kernel void attn(
     const uint j0 = max(tg_start, s0), j1 = min(tg_end, s0 + args.split_len);
 
     device const float * qr = q + ((ulong)(live ? l : 0) * H + h) * Dh;
-    float m = -INFINITY, d = 0.0f;
+    float m = ATTN_NEG, d = 0.0f;
     float o[ATTN_DPL];
     for (uint i = 0; i < ATTN_DPL; i++) {
         o[i] = 0.0f;
@@ -85,8 +89,9 @@ kernel void attn(
         threadgroup_barrier(mem_flags::mem_threadgroup);
 
         const uint j = jb + lane;
-        float s = -INFINITY;
-        if (lane < n && j >= start && j < end) {
+        const bool visible = lane < n && j >= start && j < end;
+        float s = ATTN_NEG;
+        if (visible) {
             threadgroup const float * kr = ks + lane * args.kstride;
             float dot = 0.0f;
             for (uint c = 0; c < Dh; c++) {
@@ -97,10 +102,9 @@ kernel void attn(
                 s = args.softcap * precise::tanh(s / args.softcap);
             }
         }
-        const float mb = simd_max(s);
-        const float mn = max(m, mb);
-        const float alpha = mn == -INFINITY ? 1.0f : exp(m - mn);
-        const float p = s == -INFINITY ? 0.0f : exp(s - mn);
+        const float mn = max(m, simd_max(s));
+        const float alpha = exp(m - mn); // 1 while nothing was visible (m = mn = ATTN_NEG)
+        const float p = visible ? exp(s - mn) : 0.0f;
         d = d * alpha + simd_sum(p);
         for (uint i = 0; i < ATTN_DPL; i++) {
             o[i] *= alpha;
@@ -159,25 +163,20 @@ kernel void attn_reduce_f32(
         ushort ntg [[threads_per_threadgroup]]) {
     const uint Dh = args.head_dim, S = args.splits, stride = Dh + 2;
     device const float * p = part + (ulong)row * S * stride;
-    float M = -INFINITY;
+    float M = ATTN_NEG;
     for (uint s = 0; s < S; s++) {
         M = max(M, p[s * stride]);
     }
+    // A split that saw no key has m = ATTN_NEG, d = 0, o = 0: weight e^(m−M) = 0.
     float den = 0.0f;
     for (uint s = 0; s < S; s++) {
-        const float ms = p[s * stride];
-        if (ms != -INFINITY) {
-            den += p[s * stride + 1] * exp(ms - M);
-        }
+        den += p[s * stride + 1] * exp(p[s * stride] - M);
     }
     const float inv = 1.0f / den;
     for (uint c = tid; c < Dh; c += ntg) {
         float acc = 0.0f;
         for (uint s = 0; s < S; s++) {
-            const float ms = p[s * stride];
-            if (ms != -INFINITY) {
-                acc += p[s * stride + 2 + c] * exp(ms - M);
-            }
+            acc += p[s * stride + 2 + c] * exp(p[s * stride] - M);
         }
         out[(ulong)row * Dh + c] = acc * inv;
     }

@@ -8,6 +8,8 @@
 #ifndef INGOT_SHADERS_COMMON_H
 #define INGOT_SHADERS_COMMON_H
 
+#include <metal_stdlib> // uint: common.h opens shaders.Source(), before any .metal file
+
 // rmsnorm_args (8 bytes): normalize rows of n elements.
 struct rmsnorm_args {
     uint  n;   // row width = len(w)

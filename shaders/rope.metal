@@ -18,9 +18,10 @@ kernel void rope_neox_f32(
         constant rope_args & args     [[buffer(0)]],
         constant float     * inv_freq [[buffer(1)]],
         device   float     * x        [[buffer(2)]],
-        uint2  tg  [[threadgroup_position_in_grid]],
-        ushort tid [[thread_position_in_threadgroup]],
-        ushort ntg [[threads_per_threadgroup]]) {
+        uint2   tg  [[threadgroup_position_in_grid]],
+        ushort2 tpt [[threads_per_threadgroup]],
+        ushort  tid [[thread_index_in_threadgroup]]) {
+    const uint ntg = tpt.x; // the host dispatches (n, 1, 1) threads
     const uint half_rot = args.half_rot;
     const float p = float(args.pos + tg.y);
     device float * xh = x + (ulong)tg.y * args.cols + tg.x * args.head_dim;
