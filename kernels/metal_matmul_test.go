@@ -3,8 +3,6 @@ package kernels
 import (
 	"fmt"
 	"testing"
-
-	"github.com/ingot-llm/ingot/metal"
 )
 
 // matmulTol is the tolerance of MatMul by weight dtype, against the CPU
@@ -155,5 +153,3 @@ func BenchmarkMetalMatVec(b *testing.B) {
 		}
 	}
 }
-
-var _ = metal.Size{}
