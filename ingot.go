@@ -60,7 +60,8 @@ func (l *LLM) Close() error { return l.Model.Close() }
 // plus stop strings.
 type GenerateOptions struct {
 	model.GenerateOptions
-	Stop []string // generation ends before the first occurrence of any of these
+	Stop    []string          // generation ends before the first occurrence of any of these
+	OnToken func(model.Token) // called with every generated token, before its text; may be nil
 }
 
 // Result is a finished generation.
@@ -120,6 +121,9 @@ func (l *LLM) GenerateIDs(ctx context.Context, prompt []int32, o GenerateOptions
 		sent = max(sent, end)
 	}
 	r, err := l.Model.Generate(ctx, prompt, o.GenerateOptions, func(t model.Token) bool {
+		if o.OnToken != nil {
+			o.OnToken(t)
+		}
 		if stream == nil || (!o.IgnoreEOS && slices.Contains(l.Model.EOS, t.ID)) {
 			return true // the EOS marker ends the text; it is not part of it
 		}

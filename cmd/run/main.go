@@ -7,6 +7,8 @@
 //	run tokenize (-model DIR | -tokenizer FILE) [-special] [-json] TEXT
 //	run chat-template (-model DIR | -tokenizer-config FILE) -messages FILE.json [-add-generation-prompt]
 //	run quantize -model DIR -out DIR -bits 4|8 [-group 64]  write an mlx-lm compatible quantized copy
+//	run bench [-shape NAME | -model DIR] [-dtype q4] [-test pp512,tg128] [-json]
+//	run selftest [-backend metal]                 check every kernel against the CPU reference
 //
 // With no -model, a built-in 4M-parameter Python model (tinycode-llama) is used.
 // Load time and throughput go to stderr; -json prints one JSON object at the end.
@@ -42,6 +44,7 @@ func main() {
 
 // run is main without the process: it returns the exit code.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if len(args) > 0 {
 		switch args[0] {
 		case "tokenize":
@@ -52,6 +55,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return runQuantize(ctx, args[1:], stdout, stderr)
 		case "bench":
 			return benchtool.Main(ctx, args[1:], stdout, stderr)
+		case "selftest":
+			return runSelftest(ctx, args[1:], stdout, stderr)
 		}
 	}
 	if err := generate(ctx, args, stdin, stdout, stderr); err != nil {
@@ -94,20 +99,22 @@ func parseGenFlags(args []string, stderr io.Writer) (*genFlags, error) {
 	fs.Float64Var(&f.minP, "min-p", 0.05, "drop tokens below this fraction of the top probability (0: off)")
 	fs.Float64Var(&f.repeatPenalty, "repeat-penalty", 1, "penalty for the last 64 tokens (1: off)")
 	fs.Uint64Var(&f.seed, "seed", 0, "random seed (0: from the clock)")
-	fs.StringVar(&f.backend, "backend", "auto", "compute backend: auto or cpu")
+	fs.StringVar(&f.backend, "backend", "auto", "compute backend: auto (metal on Apple silicon when the model fits, else cpu), cpu, metal, or metal-emu (the MSL interpreter: slow, for developers; needs clang ≥ 16)")
 	fs.StringVar(&f.quant, "quant", "", "quantize f32/f16/bf16 weights on load: q4 or q8 (MLX affine, group 64)")
 	fs.IntVar(&f.threads, "threads", 0, "CPU threads (0: all cores)")
 	fs.IntVar(&f.ctxLen, "ctx", 0, "context window in tokens (0: min(max_position_embeddings, 4096))")
 	fs.BoolVar(&f.ignoreEOS, "ignore-eos", false, "keep generating past end-of-sequence tokens")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object at the end instead of streaming")
 	fs.BoolVar(&f.chat, "chat", false, "interactive multi-turn chat using the model's chat template")
-	fs.BoolVar(&f.verbose, "v", false, "log details to stderr")
+	fs.BoolVar(&f.verbose, "v", false, "log details, and per-token device counters on GPU backends, to stderr")
 	fs.Var(&f.stops, "stop", "stop before this string (repeatable)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `usage: run [-model DIR] (-prompt TEXT | -prompt-ids 1,2,3 | -chat) [flags]
        run tokenize (-model DIR | -tokenizer FILE) [-special] [-json] TEXT
        run chat-template (-model DIR | -tokenizer-config FILE) -messages FILE.json [-add-generation-prompt]
        run quantize -model DIR -out DIR [-bits 4|8] [-group 64]
+       run bench [-shape NAME | -model DIR] [-dtype q4|q8|bf16|f16|f32] [-test pp512,tg128] [-threads N] [-json]
+       run selftest [-backend auto|metal|metal-emu|cpu]
 
 flags:
 `)
@@ -154,12 +161,7 @@ func generate(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			return err
 		}
 	}
-	b, err := kernels.Open(f.backend, f.threads)
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	o := ingot.Options{Backend: b, Context: f.ctxLen}
+	o := ingot.Options{Context: f.ctxLen}
 	switch f.quant {
 	case "":
 	case "q4", "q8":
@@ -167,6 +169,12 @@ func generate(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	default:
 		return fmt.Errorf("-quant %q: want q4 or q8", f.quant)
 	}
+	b, err := openBackend(f.backend, f.threads, dir, o, stderr)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	o.Backend = b
 	llm, err := ingot.Load(ctx, dir, o)
 	if err != nil {
 		return err
@@ -193,7 +201,20 @@ func generate(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if f.jsonOut {
 		onText = nil
 	}
-	res, err := llm.GenerateIDs(ctx, ids, f.options(), onText)
+	o2 := f.options()
+	if st, ok := b.(statser); ok && f.verbose {
+		st.ResetStats()
+		n := 0
+		o2.OnToken = func(model.Token) {
+			// Counters since the last token: the prefill for the first, one decode step after.
+			s := st.Stats()
+			st.ResetStats()
+			fmt.Fprintf(stderr, "[token %d: %d dispatches, %d command buffers, %d CPU waits, %.2f MB of weights read]\n",
+				n, s.Dispatches, s.CommandBuffers, s.Waits, float64(s.WeightBytes)/1e6)
+			n++
+		}
+	}
+	res, err := llm.GenerateIDs(ctx, ids, o2, onText)
 	if err != nil {
 		return err
 	}
@@ -203,6 +224,12 @@ func generate(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return nil
 	}
 	return writeJSON(stdout, llm, res)
+}
+
+// statser is implemented by GPU backends that count their work (kernels.Metal).
+type statser interface {
+	Stats() kernels.Stats
+	ResetStats()
 }
 
 // jsonResult is the -json output; the field names are a contract.

@@ -1,0 +1,39 @@
+package model
+
+import (
+	"os"
+	"path/filepath"
+)
+
+// Estimate returns, without loading, the bytes a model directory will occupy on a
+// device with options o: the weights (from the safetensors files' sizes, scaled down
+// when o.Quant quantizes them on load) and the KV cache (f32 K and V for every layer
+// over the context window). It is what memory admission compares with a device's
+// working-set limit.
+func Estimate(dir string, o Options) (weights, cache int64, err error) {
+	cfg, err := loadConfig(dir)
+	if err != nil {
+		return 0, 0, err
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.safetensors"))
+	for _, f := range files {
+		st, err := os.Stat(f)
+		if err != nil {
+			return 0, 0, err
+		}
+		weights += st.Size()
+	}
+	if o.Quant > 0 {
+		// bf16/f16 → bits+1 per weight (codes plus a bf16 scale and bias per 64)
+		weights = weights * int64(o.Quant+1) / 16
+	}
+	n := o.Context
+	if n <= 0 {
+		n = 4096
+		if cfg.MaxPositions > 0 {
+			n = min(n, cfg.MaxPositions)
+		}
+	}
+	cache = int64(2*cfg.NumLayers*n*cfg.NumKVHeads*cfg.HeadDim) * 4
+	return weights, cache, nil
+}
