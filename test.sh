@@ -9,7 +9,12 @@ export CGO_ENABLED=0
 
 step() { printf '\n== %s\n' "$*"; }
 
-if ! command -v clang-19 >/dev/null 2>&1 && ! command -v clang >/dev/null 2>&1; then
+have_clang() { # clang >= 16: the Metal interpreter needs _Float16 and __bf16
+	for c in clang-19 clang-18 clang-17 clang-16; do command -v "$c" >/dev/null 2>&1 && return 0; done
+	v=$(clang -dumpversion 2>/dev/null | cut -d. -f1)
+	[ -n "$v" ] && [ "$v" -ge 16 ]
+}
+if ! have_clang; then
 	step "installing clang-19 (needed by the Metal interpreter tests)"
 	if command -v apt-get >/dev/null 2>&1; then
 		SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
