@@ -1,7 +1,6 @@
 package model
 
 import (
-	"cmp"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -97,14 +96,54 @@ func argmax(x []float32) int {
 	return best
 }
 
-// topK keeps the k largest candidates, sorted by decreasing logit; k ≤ 0 keeps all,
-// sorted.
+// topK keeps the k largest candidates, sorted by decreasing logit (ties: lower id
+// first); k ≤ 0 keeps all, sorted. With k set it selects with a k-element min-heap,
+// O(V log k), instead of sorting the whole vocabulary every token.
 func topK(c []candidate, k int) []candidate {
-	slices.SortStableFunc(c, func(a, b candidate) int { return cmp.Compare(b.p, a.p) })
 	if k > 0 && k < len(c) {
-		c = c[:k]
+		h := c[:k]
+		for i := k/2 - 1; i >= 0; i-- {
+			siftDown(h, i)
+		}
+		for _, x := range c[k:] {
+			if better(x, h[0]) {
+				h[0] = x
+				siftDown(h, 0)
+			}
+		}
+		c = h
 	}
+	slices.SortFunc(c, func(a, b candidate) int {
+		if better(a, b) {
+			return -1
+		}
+		if better(b, a) {
+			return 1
+		}
+		return 0
+	})
 	return c
+}
+
+// better orders candidates: higher logit first, then lower id.
+func better(a, b candidate) bool { return a.p > b.p || (a.p == b.p && a.id < b.id) }
+
+// siftDown restores the min-heap (by better) below i.
+func siftDown(h []candidate, i int) {
+	for {
+		m, l, r := i, 2*i+1, 2*i+2
+		if l < len(h) && better(h[m], h[l]) {
+			m = l
+		}
+		if r < len(h) && better(h[m], h[r]) {
+			m = r
+		}
+		if m == i {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
 }
 
 // softmax turns sorted logits into probabilities at temperature t.
