@@ -240,7 +240,7 @@ func (m *Model) step(tok int32) ([]float32, error) {
 // Token is one generated token.
 type Token struct {
 	ID      int32
-	Logprob float32 // ln p(ID) under the raw model distribution (before any sampling transform)
+	Logprob float32 // ln p(ID) under the raw model distribution (before any sampling transform); set with GenerateOptions.Logprobs
 }
 
 // Stop says why generation ended.
@@ -309,7 +309,10 @@ func (m *Model) Generate(ctx context.Context, prompt []int32, o GenerateOptions,
 			return r, err
 		}
 		tok := smp.sample(logits, history)
-		tk := Token{ID: tok, Logprob: logProb(logits, tok)}
+		tk := Token{ID: tok}
+		if o.Logprobs {
+			tk.Logprob = logProb(logits, tok)
+		}
 		r.Tokens = append(r.Tokens, tk)
 		history = append(history, tok)
 		if emit != nil && !emit(tk) {

@@ -19,6 +19,7 @@ type GenerateOptions struct {
 	RepeatLastN   int     // 0: 64 (llama.cpp and ollama's default)
 	Seed          uint64  // 0: seeded from time
 	IgnoreEOS     bool    // keep going past EOS ids
+	Logprobs      bool    // fill Token.Logprob (one more pass over the logits per token)
 }
 
 // sampler turns logits into a token. The order of transforms is ollama's:

@@ -134,6 +134,7 @@ func (f *genFlags) options() ingot.GenerateOptions {
 		GenerateOptions: model.GenerateOptions{
 			MaxTokens: f.n, Temperature: float32(f.temp), TopK: f.topK, TopP: float32(f.topP),
 			MinP: float32(f.minP), RepeatPenalty: float32(f.repeatPenalty), Seed: f.seed, IgnoreEOS: f.ignoreEOS,
+			Logprobs: f.jsonOut,
 		},
 		Stop: f.stops,
 	}
