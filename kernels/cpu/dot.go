@@ -34,11 +34,11 @@ var kernGo = kernelSet{
 }
 
 // qMatVecGo is the portable 4/8-bit mat-vec: integer dot products per group,
-// then Σ_g scale_g·dx_g·Σq·xq + bias_g·sx_g + scale_g·cr_g (see actQ).
+// then Σ_g scale_g·dx_g·(hi + 2⁻¹⁶·lo) + bias_g·sx_g + scale_g·cr_g (see actQ).
 func qMatVecGo(dst []float32, q *QMatrix, K, n0 int, a *actQ, l int) {
 	G, gs := a.G, q.GroupSize
 	words := K * q.Bits / 32
-	xq := a.xq[l*K : (l+1)*K]
+	xq := a.xq[2*l*K : 2*(l+1)*K]
 	dq, sx, cr := a.dq[l*G:(l+1)*G], a.sx[l*a.Gp:l*a.Gp+G], a.cr[l*a.Gp:l*a.Gp+G]
 	for i := range dst {
 		n := n0 + i
@@ -46,47 +46,52 @@ func qMatVecGo(dst []float32, q *QMatrix, K, n0 int, a *actQ, l int) {
 		s, b := q.Scales[n*G:(n+1)*G], q.Biases[n*G:(n+1)*G]
 		var sum, bias float32
 		for g := range G {
-			var acc int32
+			var hi, lo int32
+			x := xq[2*g*gs : 2*(g+1)*gs]
 			if q.Bits == 4 {
-				acc = dotQ4Go(w[g*gs/8:(g+1)*gs/8], xq[g*gs:(g+1)*gs], q4Chunk(gs))
+				hi, lo = dotQ4Go(w[g*gs/8:(g+1)*gs/8], x, q4Chunk(gs))
 			} else {
-				acc = dotQ8Go(w[g*gs/4:(g+1)*gs/4], xq[g*gs:(g+1)*gs])
+				hi, lo = dotQ8Go(w[g*gs/4:(g+1)*gs/4], x)
 			}
-			sum += s[g] * (dq[g].dx * float32(acc))
+			sum += s[g] * (dq[g] * (float32(hi) + float32(lo)*(1.0/65536)))
 			bias += b[g]*sx[g] + s[g]*cr[g]
 		}
 		dst[i] = sum + bias
 	}
 }
 
-// dotQ4Go returns Σ code·xq over chunks of c 4-bit codes (c/8 words each)
-// against the permuted int8 layout of actQ.
-func dotQ4Go(w []uint32, xq []int8, c int) int32 {
-	var acc int32
-	h, cw := c/2, c/8
+// dotQ4Go returns Σ code·xh and Σ code·xl over chunks of c 4-bit codes (c/8
+// words each) against actQ's layout of a group: byte j of a chunk holds values j
+// (low nibble) and c/2+j (high nibble) of its permuted order.
+func dotQ4Go(w []uint32, xq []int16, c int) (hi, lo int32) {
+	cw := c / 8
 	for b := 0; b+cw <= len(w); b += cw {
-		x := xq[b*8 : b*8+c]
-		for j, v := range w[b : b+cw] {
-			e, o := x[4*j:4*j+4], x[h+4*j:h+4*j+4]
-			acc += int32(v&15)*int32(e[0]) + int32(v>>4&15)*int32(o[0]) +
-				int32(v>>8&15)*int32(e[1]) + int32(v>>12&15)*int32(o[1]) +
-				int32(v>>16&15)*int32(e[2]) + int32(v>>20&15)*int32(o[2]) +
-				int32(v>>24&15)*int32(e[3]) + int32(v>>28)*int32(o[3])
+		for jw, v := range w[b : b+cw] {
+			for t := range 4 {
+				p := b*8 + 4*jw + t // permuted index of the low nibble
+				e, o := xqIndex(p), xqIndex(p+c/2)
+				ce, co := int32(v>>(8*t)&15), int32(v>>(8*t+4)&15)
+				hi += ce*int32(xq[e]) + co*int32(xq[o])
+				lo += ce*int32(xq[e+32]) + co*int32(xq[o+32])
+			}
 		}
 	}
-	return acc
+	return hi, lo
 }
 
-// dotQ8Go returns Σ code·xq for 8-bit codes (4 per word).
-func dotQ8Go(w []uint32, xq []int8) int32 {
-	var acc int32
-	xq = xq[:len(w)*4]
-	for j, v := range w {
-		x := xq[4*j : 4*j+4]
-		acc += int32(v&255)*int32(x[0]) + int32(v>>8&255)*int32(x[1]) +
-			int32(v>>16&255)*int32(x[2]) + int32(v>>24)*int32(x[3])
+// dotQ8Go returns Σ code·xh and Σ code·xl for 8-bit codes (4 per word).
+func dotQ8Go(w []uint32, xq []int16) (hi, lo int32) {
+	for u := 0; 8*u < len(w); u++ {
+		h, l := xq[64*u:64*u+32], xq[64*u+32:64*u+64]
+		for j, v := range w[8*u : 8*u+8] {
+			for t := range 4 {
+				c := int32(v >> (8 * t) & 255)
+				hi += c * int32(h[4*j+t])
+				lo += c * int32(l[4*j+t])
+			}
+		}
 	}
-	return acc
+	return hi, lo
 }
 
 // fMatVecGo is the portable f32/f16/bf16 mat-vec.
