@@ -34,12 +34,12 @@ var kernGo = kernelSet{
 }
 
 // qMatVecGo is the portable 4/8-bit mat-vec: integer dot products per group,
-// then Σ_g scale_g·dx_g·(hi + 2⁻¹⁶·lo) + bias_g·sx_g + scale_g·cr_g (see actQ).
+// then dx·Σ_g scale_g·(hi + 2⁻¹⁶·lo) + Σ_g bias_g·sx_g + scale_g·cr_g (see actQ).
 func qMatVecGo(dst []float32, q *QMatrix, K, n0 int, a *actQ, l int) {
 	G, gs := a.G, q.GroupSize
 	words := K * q.Bits / 32
 	xq := a.xq[2*l*K : 2*(l+1)*K]
-	dq, sx, cr := a.dq[l*G:(l+1)*G], a.sx[l*a.Gp:l*a.Gp+G], a.cr[l*a.Gp:l*a.Gp+G]
+	dx, sx, cr := a.dq[l], a.sx[l*a.Gp:l*a.Gp+G], a.cr[l*a.Gp:l*a.Gp+G]
 	for i := range dst {
 		n := n0 + i
 		w := q.W[n*words : (n+1)*words]
@@ -53,10 +53,10 @@ func qMatVecGo(dst []float32, q *QMatrix, K, n0 int, a *actQ, l int) {
 			} else {
 				hi, lo = dotQ8Go(w[g*gs/4:(g+1)*gs/4], x)
 			}
-			sum += s[g] * (dq[g] * (float32(hi) + float32(lo)*(1.0/65536)))
+			sum += s[g] * (float32(hi) + float32(lo)*(1.0/65536))
 			bias += b[g]*sx[g] + s[g]*cr[g]
 		}
-		dst[i] = sum + bias
+		dst[i] = dx*sum + bias
 	}
 }
 

@@ -18,6 +18,12 @@ func qMatVec8VNNI(dst *float32, n int, w *uint32, wstride int, s, b *float32, G 
 func qMatVec4VNNI(dst *float32, n int, w *uint32, wstride int, s, b *float32, G int, xq *int16, dq *float32, sx, cr *float32, bpg int, mask *int32)
 
 //go:noescape
+func qMatVec8VNNI2(dst *float32, n int, w *uint32, wstride int, s, b *float32, G int, xq *int16, dq *float32, sx, cr *float32, bpg int, mask *int32)
+
+//go:noescape
+func qMatVec4VNNI2(dst *float32, n int, w *uint32, wstride int, s, b *float32, G int, xq *int16, dq *float32, sx, cr *float32, bpg int, mask *int32)
+
+//go:noescape
 func qMatVec8AVX2(dst *float32, n int, w *uint32, wstride int, s, b *float32, G int, xq *int16, dq *float32, sx, cr *float32, bpg int, mask *int32)
 
 //go:noescape
@@ -58,21 +64,25 @@ var tailMask = [16]int32{-1, -1, -1, -1, -1, -1, -1, -1}
 type qKernels struct {
 	q4x32, q4x64, q8x32, q8x64 qMatVecAsm
 	b8x64                      int // block of q8x64: 64 (VNNI) or 32 (AVX2)
+
+	// two-row variants of q4x64 and q8x64 (even n), if any
+	q4x64two, q8x64two qMatVecAsm
 }
 
-// pick returns the kernel for q and its blocks per group: the 4-bit kernels
-// follow actQ's chunk (q4Chunk), 64 values when groups allow, else 32.
-func (t *qKernels) pick(q *QMatrix) (qMatVecAsm, int) {
+// pick returns the kernel for q, its two-row variant (or nil) and its blocks
+// per group: the 4-bit kernels follow actQ's chunk (q4Chunk), 64 values when
+// groups allow, else 32.
+func (t *qKernels) pick(q *QMatrix) (one, two qMatVecAsm, bpg int) {
 	gs := q.GroupSize
 	switch {
 	case q.Bits == 4 && gs%64 == 0:
-		return t.q4x64, gs / 64
+		return t.q4x64, t.q4x64two, gs / 64
 	case q.Bits == 4:
-		return t.q4x32, gs / 32
+		return t.q4x32, nil, gs / 32
 	case gs%64 == 0:
-		return t.q8x64, gs / t.b8x64
+		return t.q8x64, t.q8x64two, gs / t.b8x64
 	}
-	return t.q8x32, gs / 32
+	return t.q8x32, nil, gs / 32
 }
 
 // qMatVecWith adapts mat-vec kernels to kernelSet.qMatVec.
@@ -85,10 +95,20 @@ func qMatVecWith(t qKernels) func(dst []float32, q *QMatrix, K, n0 int, a *actQ,
 		G, words := a.G, K*q.Bits/32
 		w := q.W[n0*words : (n0+n)*words]
 		s, b := q.Scales[n0*G:(n0+n)*G], q.Biases[n0*G:(n0+n)*G]
-		xq, dq := a.xq[2*l*K:2*(l+1)*K], a.dq[l*G:(l+1)*G]
+		xq, dq := a.xq[2*l*K:2*(l+1)*K], a.dq[l:l+1]
 		sx, cr := a.sx[l*a.Gp:(l+1)*a.Gp], a.cr[l*a.Gp:(l+1)*a.Gp]
-		f, bpg := t.pick(q)
-		f(&dst[0], n, &w[0], words*4, &s[0], &b[0], G, &xq[0], &dq[0], &sx[0], &cr[0],
+		one, two, bpg := t.pick(q)
+		if two != nil && n >= 2 {
+			two(&dst[0], n, &w[0], words*4, &s[0], &b[0], G, &xq[0], &dq[0], &sx[0], &cr[0],
+				bpg, &tailMask[8-G%8])
+			if n%2 == 0 {
+				return
+			}
+			i := n - 1
+			w, s, b = w[i*words:], s[i*G:], b[i*G:]
+			dst, n = dst[i:], 1
+		}
+		one(&dst[0], n, &w[0], words*4, &s[0], &b[0], G, &xq[0], &dq[0], &sx[0], &cr[0],
 			bpg, &tailMask[8-G%8])
 	}
 }
@@ -147,7 +167,8 @@ var kernVNNI = kernelSet{
 	name:  "avx512vnni",
 	avail: hasVNNI,
 	qMatVec: qMatVecWith(qKernels{
-		q4x32: qMatVec4AVX2, q4x64: qMatVec4VNNI, q8x32: qMatVec8AVX2, q8x64: qMatVec8VNNI, b8x64: 64}),
+		q4x32: qMatVec4AVX2, q4x64: qMatVec4VNNI, q8x32: qMatVec8AVX2, q8x64: qMatVec8VNNI, b8x64: 64,
+		q4x64two: qMatVec4VNNI2, q8x64two: qMatVec8VNNI2}),
 	fMatVec: fMatVecAVX2,
 	fTile:   fTileAVX2,
 	fTileN:  2, fTileL: 4,

@@ -8,7 +8,9 @@
 // Quantized kernels: rows of 4/8-bit codes against activations as two int16,
 // x ≈ dx·(xh + xl/2¹⁶) (actQ in quant.go). Per group g of a row and token l:
 //
-//	sum += (scale_g·dx_g) · (float(Σ codes·xh) + 2⁻¹⁶·float(Σ codes·xl))
+//	sum += scale_g · (float(Σ codes·xh) + 2⁻¹⁶·float(Σ codes·xl))
+//
+// then sum ·= dx (the row's activation scale, at dq)
 //
 // and after the last group, the "bias pass" adds Σ_g bias_g·sx_g + scale_g·cr_g,
 // eight groups per step and a masked step for the last G mod 8 (sx and cr are
@@ -24,6 +26,9 @@
 // shifted right by 4 the odd ones, the order in which actQ permutes each chunk
 // of xq ([x0 x2 … x1 x3 …], 64 values for groups of 64·m, else 32). Every 32
 // values (in that order) are 64 bytes of xh then 64 bytes of xl.
+
+// PFDIST is how far ahead of the codes the kernels prefetch, in bytes.
+#define PFDIST 4096
 
 DATA c0f<>+0(SB)/4, $0x0f0f0f0f
 GLOBL c0f<>(SB), RODATA|NOPTR, $4
@@ -44,7 +49,7 @@ GLOBL c2m16<>(SB), RODATA|NOPTR, $4
 //
 // Groups of 64·bpg 8-bit codes, 64 per block in 512-bit registers.
 // Rows one at a time: DI dst, CX rows left, SI row codes, R8 code row stride, R9
-// row scales, R10 row biases, R11 G·4, R13 dq, R14 blocks per group; per row AX
+// row scales, R10 row biases, R11 G·4, R13 dq (dx), R14 blocks per group; per row AX
 // codes, BX xq, DX g, R12 block counter. Z8 row sum, Z0/Z3 and Z4/Z5
 // group int32 accs of xh and xl, Z13 2⁻¹⁶, Y15 tail mask.
 TEXT ·qMatVec8VNNI(SB), NOSPLIT, $0-104
@@ -71,6 +76,7 @@ row:
 	XORQ   DX, DX
 
 group:
+	PREFETCHT0 PFDIST(AX)
 	VPXORD Z0, Z0, Z0
 	VPXORD Z3, Z3, Z3
 	VPXORD Z4, Z4, Z4
@@ -93,11 +99,11 @@ block:
 	VCVTDQ2PS        Z0, Z0
 	VCVTDQ2PS        Z4, Z4
 	VFMADD231PS      Z13, Z4, Z0
-	VMULPS.BCST      (R13)(DX*4), Z0, Z0
 	VFMADD231PS.BCST (R9)(DX*4), Z0, Z8
 	INCQ DX
 	CMPQ DX, G+48(FP)
 	JLT  group
+	VMULPS.BCST   (R13), Z8, Z8
 	VEXTRACTF64X4 $1, Z8, Y1
 	VADDPS        Y1, Y8, Y8
 
@@ -146,7 +152,7 @@ done:
 //
 // Groups of 64·bpg 4-bit codes, 64 per block (32 bytes) in 512-bit registers.
 // Rows one at a time: DI dst, CX rows left, SI row codes, R8 code row stride, R9
-// row scales, R10 row biases, R11 G·4, R13 dq, R14 blocks per group; per row AX
+// row scales, R10 row biases, R11 G·4, R13 dq (dx), R14 blocks per group; per row AX
 // codes, BX xq, DX g, R12 block counter. Z8 row sum, Z0/Z3 and Z4/Z5
 // group int32 accs of xh and xl, Z13 2⁻¹⁶, Y15 tail mask.
 TEXT ·qMatVec4VNNI(SB), NOSPLIT, $0-104
@@ -174,6 +180,7 @@ row:
 	XORQ   DX, DX
 
 group:
+	PREFETCHT0 PFDIST(AX)
 	VPXORD Z0, Z0, Z0
 	VPXORD Z3, Z3, Z3
 	VPXORD Z4, Z4, Z4
@@ -197,11 +204,11 @@ block:
 	VCVTDQ2PS        Z0, Z0
 	VCVTDQ2PS        Z4, Z4
 	VFMADD231PS      Z13, Z4, Z0
-	VMULPS.BCST      (R13)(DX*4), Z0, Z0
 	VFMADD231PS.BCST (R9)(DX*4), Z0, Z8
 	INCQ DX
 	CMPQ DX, G+48(FP)
 	JLT  group
+	VMULPS.BCST   (R13), Z8, Z8
 	VEXTRACTF64X4 $1, Z8, Y1
 	VADDPS        Y1, Y8, Y8
 
@@ -250,7 +257,7 @@ done:
 //
 // Groups of 32·bpg 8-bit codes, 32 per block.
 // Rows one at a time: DI dst, CX rows left, SI row codes, R8 code row stride, R9
-// row scales, R10 row biases, R11 G·4, R13 dq, R14 blocks per group; per row AX
+// row scales, R10 row biases, R11 G·4, R13 dq (dx), R14 blocks per group; per row AX
 // codes, BX xq, DX g, R12 block counter. Y8 row sum, Y0/Y3 and Y4/Y5
 // group int32 accs of xh and xl, Y13 2⁻¹⁶, Y15 tail mask.
 TEXT ·qMatVec8AVX2(SB), NOSPLIT, $0-104
@@ -277,6 +284,7 @@ row:
 	XORQ   DX, DX
 
 group:
+	PREFETCHT0 PFDIST(AX)
 	VPXOR Y0, Y0, Y0
 	VPXOR Y3, Y3, Y3
 	VPXOR Y4, Y4, Y4
@@ -303,13 +311,13 @@ block:
 	VCVTDQ2PS    Y0, Y0
 	VCVTDQ2PS    Y4, Y4
 	VFMADD231PS  Y13, Y4, Y0
-	VBROADCASTSS (R13)(DX*4), Y1
-	VMULPS       Y1, Y0, Y0
 	VBROADCASTSS (R9)(DX*4), Y1
 	VFMADD231PS  Y1, Y0, Y8
 	INCQ DX
 	CMPQ DX, G+48(FP)
 	JLT  group
+	VBROADCASTSS (R13), Y1
+	VMULPS       Y1, Y8, Y8
 
 	// bias pass
 	MOVQ sx+72(FP), AX
@@ -356,7 +364,7 @@ done:
 //
 // Groups of 32·bpg 4-bit codes in 32-value chunks, 32 per block (16 bytes).
 // Rows one at a time: DI dst, CX rows left, SI row codes, R8 code row stride, R9
-// row scales, R10 row biases, R11 G·4, R13 dq, R14 blocks per group; per row AX
+// row scales, R10 row biases, R11 G·4, R13 dq (dx), R14 blocks per group; per row AX
 // codes, BX xq, DX g, R12 block counter. Y8 row sum, Y0/Y3 and Y4/Y5
 // group int32 accs of xh and xl, Y13 2⁻¹⁶, Y15 tail mask.
 TEXT ·qMatVec4AVX2(SB), NOSPLIT, $0-104
@@ -384,6 +392,7 @@ row:
 	XORQ   DX, DX
 
 group:
+	PREFETCHT0 PFDIST(AX)
 	VPXOR Y0, Y0, Y0
 	VPXOR Y3, Y3, Y3
 	VPXOR Y4, Y4, Y4
@@ -411,13 +420,13 @@ block:
 	VCVTDQ2PS    Y0, Y0
 	VCVTDQ2PS    Y4, Y4
 	VFMADD231PS  Y13, Y4, Y0
-	VBROADCASTSS (R13)(DX*4), Y1
-	VMULPS       Y1, Y0, Y0
 	VBROADCASTSS (R9)(DX*4), Y1
 	VFMADD231PS  Y1, Y0, Y8
 	INCQ DX
 	CMPQ DX, G+48(FP)
 	JLT  group
+	VBROADCASTSS (R13), Y1
+	VMULPS       Y1, Y8, Y8
 
 	// bias pass
 	MOVQ sx+72(FP), AX
@@ -465,7 +474,7 @@ done:
 // Groups of 64·bpg 4-bit codes in 64-value chunks, 64 per block (32 bytes):
 // bytes 0-15 hold values 0-15 (low) and 32-47 (high), bytes 16-31 16-31 and 48-63.
 // Rows one at a time: DI dst, CX rows left, SI row codes, R8 code row stride, R9
-// row scales, R10 row biases, R11 G·4, R13 dq, R14 blocks per group; per row AX
+// row scales, R10 row biases, R11 G·4, R13 dq (dx), R14 blocks per group; per row AX
 // codes, BX xq, DX g, R12 block counter. Y8 row sum, Y0/Y3 and Y4/Y5
 // group int32 accs of xh and xl, Y13 2⁻¹⁶, Y15 tail mask.
 TEXT ·qMatVec4AVX264(SB), NOSPLIT, $0-104
@@ -493,6 +502,7 @@ row:
 	XORQ   DX, DX
 
 group:
+	PREFETCHT0 PFDIST(AX)
 	VPXOR Y0, Y0, Y0
 	VPXOR Y3, Y3, Y3
 	VPXOR Y4, Y4, Y4
@@ -531,13 +541,13 @@ block:
 	VCVTDQ2PS    Y0, Y0
 	VCVTDQ2PS    Y4, Y4
 	VFMADD231PS  Y13, Y4, Y0
-	VBROADCASTSS (R13)(DX*4), Y1
-	VMULPS       Y1, Y0, Y0
 	VBROADCASTSS (R9)(DX*4), Y1
 	VFMADD231PS  Y1, Y0, Y8
 	INCQ DX
 	CMPQ DX, G+48(FP)
 	JLT  group
+	VBROADCASTSS (R13), Y1
+	VMULPS       Y1, Y8, Y8
 
 	// bias pass
 	MOVQ sx+72(FP), AX
@@ -572,6 +582,277 @@ store:
 	ADDQ   R8, SI
 	ADDQ   R11, R9
 	ADDQ   R11, R10
+	DECQ   CX
+	JNZ    row
+
+done:
+	VZEROUPPER
+	RET
+
+// qMatVec8VNNI2(dst *float32, n int, w *uint32, wstride int, s, b *float32,
+//     G int, xq *int16, dq *float32, sx, cr *float32, bpg int, mask *int32)
+//
+// qMatVec8VNNI for two rows at a time.
+// Two rows at a time (n even), sharing each load of xq: DI dst, CX rows left,
+// SI row-0 codes (row 1 at +R8), R9/R14 row-0/1 scales, R10 row-0 biases, R11
+// G·4, R13 dq (dx); per row pair AX codes, BX xq, DX g, R12 block counter. Z8/Z9 the
+// rows' sums, Z0/Z4 row 0's int32 accs of xh and xl, Z20/Z21 row 1's, Z16-Z19 xq, Z13 2⁻¹⁶, Y15 tail mask.
+TEXT ·qMatVec8VNNI2(SB), NOSPLIT, $0-104
+	VBROADCASTSS c2m16<>(SB), Z13
+	MOVQ    dst+0(FP), DI
+	MOVQ    n+8(FP), CX
+	SHRQ    $1, CX
+	MOVQ    w+16(FP), SI
+	MOVQ    wstride+24(FP), R8
+	MOVQ    s+32(FP), R9
+	MOVQ    b+40(FP), R10
+	MOVQ    G+48(FP), R11
+	SHLQ    $2, R11
+	MOVQ    mask+96(FP), AX
+	VMOVDQU (AX), Y15
+	TESTQ   CX, CX
+	JZ      done
+
+row:
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	MOVQ   SI, AX
+	MOVQ   xq+56(FP), BX
+	MOVQ   dq+64(FP), R13
+	LEAQ   (R9)(R11*1), R14
+	XORQ   DX, DX
+
+group:
+	PREFETCHT0 PFDIST(AX)
+	PREFETCHT0 PFDIST(AX)(R8*1)
+	VPXORD Z0, Z0, Z0
+	VPXORD Z4, Z4, Z4
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	MOVQ   bpg+88(FP), R12
+
+block:
+	VMOVDQU64 (BX), Z16
+	VMOVDQU64 64(BX), Z17
+	VMOVDQU64 128(BX), Z18
+	VMOVDQU64 192(BX), Z19
+	VPMOVZXBW (AX), Z1
+	VPMOVZXBW 32(AX), Z2
+	VPMOVZXBW (AX)(R8*1), Z6
+	VPMOVZXBW 32(AX)(R8*1), Z7
+	VPDPWSSD  Z16, Z1, Z0
+	VPDPWSSD  Z17, Z1, Z4
+	VPDPWSSD  Z18, Z2, Z0
+	VPDPWSSD  Z19, Z2, Z4
+	VPDPWSSD  Z16, Z6, Z20
+	VPDPWSSD  Z17, Z6, Z21
+	VPDPWSSD  Z18, Z7, Z20
+	VPDPWSSD  Z19, Z7, Z21
+	ADDQ      $64, AX
+	ADDQ      $256, BX
+	DECQ R12
+	JNZ  block
+	VCVTDQ2PS        Z0, Z0
+	VCVTDQ2PS        Z4, Z4
+	VCVTDQ2PS        Z20, Z20
+	VCVTDQ2PS        Z21, Z21
+	VFMADD231PS      Z13, Z4, Z0
+	VFMADD231PS      Z13, Z21, Z20
+	VFMADD231PS.BCST (R9)(DX*4), Z0, Z8
+	VFMADD231PS.BCST (R14)(DX*4), Z20, Z9
+	INCQ DX
+	CMPQ DX, G+48(FP)
+	JLT  group
+
+	VBROADCASTSS  (R13), Z1
+	VMULPS        Z1, Z8, Z8
+	VMULPS        Z1, Z9, Z9
+	VEXTRACTF64X4 $1, Z8, Y1
+	VADDPS        Y1, Y8, Y8
+	VEXTRACTF64X4 $1, Z9, Y1
+	VADDPS        Y1, Y9, Y9
+
+	// bias pass: R13/R14 row 1's biases/scales
+	MOVQ sx+72(FP), AX
+	MOVQ cr+80(FP), BX
+	LEAQ (R10)(R11*1), R13
+	XORQ DX, DX
+	MOVQ G+48(FP), R12
+	SHRQ $3, R12
+	JZ   tail
+
+bias:
+	VMOVUPS     (AX)(DX*1), Y2
+	VMOVUPS     (BX)(DX*1), Y3
+	VFMADD231PS (R10)(DX*1), Y2, Y8
+	VFMADD231PS (R9)(DX*1), Y3, Y8
+	VFMADD231PS (R13)(DX*1), Y2, Y9
+	VFMADD231PS (R14)(DX*1), Y3, Y9
+	ADDQ        $32, DX
+	DECQ        R12
+	JNZ         bias
+
+tail:
+	MOVQ        G+48(FP), R12
+	ANDQ        $7, R12
+	JZ          store
+	VMOVUPS     (AX)(DX*1), Y2
+	VMOVUPS     (BX)(DX*1), Y3
+	VMASKMOVPS  (R10)(DX*1), Y15, Y1
+	VFMADD231PS Y2, Y1, Y8
+	VMASKMOVPS  (R9)(DX*1), Y15, Y1
+	VFMADD231PS Y3, Y1, Y8
+	VMASKMOVPS  (R13)(DX*1), Y15, Y1
+	VFMADD231PS Y2, Y1, Y9
+	VMASKMOVPS  (R14)(DX*1), Y15, Y1
+	VFMADD231PS Y3, Y1, Y9
+
+store:
+	HSUM(Y8, X8, X1)
+	HSUM(Y9, X9, X1)
+	VMOVSS X8, (DI)
+	VMOVSS X9, 4(DI)
+	ADDQ   $8, DI
+	LEAQ   (SI)(R8*2), SI
+	LEAQ   (R9)(R11*2), R9
+	LEAQ   (R10)(R11*2), R10
+	DECQ   CX
+	JNZ    row
+
+done:
+	VZEROUPPER
+	RET
+
+// qMatVec4VNNI2(dst *float32, n int, w *uint32, wstride int, s, b *float32,
+//     G int, xq *int16, dq *float32, sx, cr *float32, bpg int, mask *int32)
+//
+// qMatVec4VNNI for two rows at a time.
+// Two rows at a time (n even), sharing each load of xq: DI dst, CX rows left,
+// SI row-0 codes (row 1 at +R8), R9/R14 row-0/1 scales, R10 row-0 biases, R11
+// G·4, R13 dq (dx); per row pair AX codes, BX xq, DX g, R12 block counter. Z8/Z9 the
+// rows' sums, Z0/Z4 row 0's int32 accs of xh and xl, Z20/Z21 row 1's, Z16-Z19 xq, Z13 2⁻¹⁶, Y15 tail mask.
+TEXT ·qMatVec4VNNI2(SB), NOSPLIT, $0-104
+	VBROADCASTSS c2m16<>(SB), Z13
+	VPBROADCASTD c0f<>(SB), Z14
+	MOVQ    dst+0(FP), DI
+	MOVQ    n+8(FP), CX
+	SHRQ    $1, CX
+	MOVQ    w+16(FP), SI
+	MOVQ    wstride+24(FP), R8
+	MOVQ    s+32(FP), R9
+	MOVQ    b+40(FP), R10
+	MOVQ    G+48(FP), R11
+	SHLQ    $2, R11
+	MOVQ    mask+96(FP), AX
+	VMOVDQU (AX), Y15
+	TESTQ   CX, CX
+	JZ      done
+
+row:
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	MOVQ   SI, AX
+	MOVQ   xq+56(FP), BX
+	MOVQ   dq+64(FP), R13
+	LEAQ   (R9)(R11*1), R14
+	XORQ   DX, DX
+
+group:
+	PREFETCHT0 PFDIST(AX)
+	PREFETCHT0 PFDIST(AX)(R8*1)
+	VPXORD Z0, Z0, Z0
+	VPXORD Z4, Z4, Z4
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	MOVQ   bpg+88(FP), R12
+
+block:
+	VMOVDQU64 (BX), Z16
+	VMOVDQU64 64(BX), Z17
+	VMOVDQU64 128(BX), Z18
+	VMOVDQU64 192(BX), Z19
+	VPMOVZXBW (AX), Z1
+	VPMOVZXBW (AX)(R8*1), Z6
+	VPSRLW    $4, Z1, Z2
+	VPSRLW    $4, Z6, Z7
+	VPANDD    Z14, Z1, Z1
+	VPANDD    Z14, Z6, Z6
+	VPDPWSSD  Z16, Z1, Z0
+	VPDPWSSD  Z17, Z1, Z4
+	VPDPWSSD  Z18, Z2, Z0
+	VPDPWSSD  Z19, Z2, Z4
+	VPDPWSSD  Z16, Z6, Z20
+	VPDPWSSD  Z17, Z6, Z21
+	VPDPWSSD  Z18, Z7, Z20
+	VPDPWSSD  Z19, Z7, Z21
+	ADDQ      $32, AX
+	ADDQ      $256, BX
+	DECQ R12
+	JNZ  block
+	VCVTDQ2PS        Z0, Z0
+	VCVTDQ2PS        Z4, Z4
+	VCVTDQ2PS        Z20, Z20
+	VCVTDQ2PS        Z21, Z21
+	VFMADD231PS      Z13, Z4, Z0
+	VFMADD231PS      Z13, Z21, Z20
+	VFMADD231PS.BCST (R9)(DX*4), Z0, Z8
+	VFMADD231PS.BCST (R14)(DX*4), Z20, Z9
+	INCQ DX
+	CMPQ DX, G+48(FP)
+	JLT  group
+
+	VBROADCASTSS  (R13), Z1
+	VMULPS        Z1, Z8, Z8
+	VMULPS        Z1, Z9, Z9
+	VEXTRACTF64X4 $1, Z8, Y1
+	VADDPS        Y1, Y8, Y8
+	VEXTRACTF64X4 $1, Z9, Y1
+	VADDPS        Y1, Y9, Y9
+
+	// bias pass: R13/R14 row 1's biases/scales
+	MOVQ sx+72(FP), AX
+	MOVQ cr+80(FP), BX
+	LEAQ (R10)(R11*1), R13
+	XORQ DX, DX
+	MOVQ G+48(FP), R12
+	SHRQ $3, R12
+	JZ   tail
+
+bias:
+	VMOVUPS     (AX)(DX*1), Y2
+	VMOVUPS     (BX)(DX*1), Y3
+	VFMADD231PS (R10)(DX*1), Y2, Y8
+	VFMADD231PS (R9)(DX*1), Y3, Y8
+	VFMADD231PS (R13)(DX*1), Y2, Y9
+	VFMADD231PS (R14)(DX*1), Y3, Y9
+	ADDQ        $32, DX
+	DECQ        R12
+	JNZ         bias
+
+tail:
+	MOVQ        G+48(FP), R12
+	ANDQ        $7, R12
+	JZ          store
+	VMOVUPS     (AX)(DX*1), Y2
+	VMOVUPS     (BX)(DX*1), Y3
+	VMASKMOVPS  (R10)(DX*1), Y15, Y1
+	VFMADD231PS Y2, Y1, Y8
+	VMASKMOVPS  (R9)(DX*1), Y15, Y1
+	VFMADD231PS Y3, Y1, Y8
+	VMASKMOVPS  (R13)(DX*1), Y15, Y1
+	VFMADD231PS Y2, Y1, Y9
+	VMASKMOVPS  (R14)(DX*1), Y15, Y1
+	VFMADD231PS Y3, Y1, Y9
+
+store:
+	HSUM(Y8, X8, X1)
+	HSUM(Y9, X9, X1)
+	VMOVSS X8, (DI)
+	VMOVSS X9, 4(DI)
+	ADDQ   $8, DI
+	LEAQ   (SI)(R8*2), SI
+	LEAQ   (R9)(R11*2), R9
+	LEAQ   (R10)(R11*2), R10
 	DECQ   CX
 	JNZ    row
 

@@ -49,12 +49,12 @@ func (w *Weight) Bytes() int {
 //
 // Weights in FormatQ with 4 or 8 bits (any group size that is a multiple of 32)
 // take the fast path: each row of x is quantized once per call to two int16 per
-// value, x ≈ dx·(xh + xl/2¹⁶) with one absmax scale dx = amax/32767 per weight
-// group, the codes are multiplied with integer dot products, and the affine bias
+// value, x ≈ dx·(xh + xl/2¹⁶) with one absmax scale dx = amax/32767 per row,
+// the codes are multiplied with integer dot products, and the affine bias
 // is folded in as bias·Σx over the group with the exact Σx. The activation
 // rounding, the only error beyond float32 rounding, is bounded per output by
 //
-//	|err| ≤ Σ_g |scale_g| · (max_{k∈g}|x_k| / (65534·65536)) · Σ_{k∈g} |q_k − c|
+//	|err| ≤ (max_k |x_k| / (65534·65536)) · Σ_g |scale_g| · Σ_{k∈g} |q_k − c|
 //
 // with c = (2^bits − 1)/2: each value is within amax/(65534·65536) of x_k, and
 // a per-group correction (see actQ) centres the codes. That is far below float32

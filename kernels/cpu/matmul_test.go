@@ -96,12 +96,14 @@ func ref(w *Weight, x []float32, L int) (out, mag, qbound []float64) {
 				continue
 			}
 			q, gs := w.Q, w.Q.GroupSize
-			var b float64
+			var b, amax float64
 			c := float64(int(1)<<q.Bits-1) / 2
+			for _, v := range xl {
+				amax = max(amax, math.Abs(float64(v)))
+			}
 			for g := range K / gs {
-				var amax, qs float64
+				var qs float64
 				for k := g * gs; k < (g+1)*gs; k++ {
-					amax = max(amax, math.Abs(float64(xl[k])))
 					qs += math.Abs(float64(codeRef(q, n, k, K)) - c)
 				}
 				b += math.Abs(float64(q.Scales[n*(K/gs)+g])) * amax / (65534 * 65536) * qs
