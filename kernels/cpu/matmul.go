@@ -92,11 +92,12 @@ func (p *Pool) MatMul(dst, x []float32, L int, w *Weight) {
 	default:
 		t.run = (*mmTask).doF
 	}
-	grain := 2
-	if L > 1 {
-		grain = 16
+	if L == 1 {
+		// about eight chunks per thread, each a multiple of the two-row kernels
+		p.RunChunks(w.N, max(16, w.N/(8*p.n))&^1, t)
+	} else {
+		p.Run(w.N, 16, t)
 	}
-	p.Run(w.N, grain, t)
 	*t = mmTask{} // drop references to the caller's slices
 }
 

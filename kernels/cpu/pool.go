@@ -6,6 +6,7 @@ package cpu
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // A Task is work split into index ranges. Do runs [lo, hi) and may be called
@@ -21,6 +22,12 @@ type Pool struct {
 	work chan job
 	wg   sync.WaitGroup
 
+	// RunChunks state: claim is epoch<<32 | next chunk; done counts the
+	// epoch's finished chunks.
+	claim atomic.Uint64
+	done  atomic.Int64
+	epoch uint64
+
 	mm  mmTask // the MatMul in flight
 	act actQ   // MatMul's quantized activations, grown to the largest L·K
 }
@@ -28,6 +35,10 @@ type Pool struct {
 type job struct {
 	t      Task
 	lo, hi int
+
+	// for RunChunks (chunk > 0): chunks of chunk indices of [0, hi), epoch
+	chunk int
+	epoch uint64
 }
 
 // NewPool starts threads-1 workers (the caller is the last one). threads ≤ 0 means
@@ -40,6 +51,10 @@ func NewPool(threads int) *Pool {
 	for range threads - 1 {
 		go func() {
 			for j := range p.work {
+				if j.chunk > 0 {
+					p.claimChunks(j)
+					continue
+				}
 				j.t.Do(j.lo, j.hi)
 				p.wg.Done()
 			}
@@ -67,11 +82,57 @@ func (p *Pool) Run(n, grain int, t Task) {
 	p.wg.Add(chunks - 1)
 	lo := 0
 	for range chunks - 1 {
-		p.work <- job{t, lo, lo + per}
+		p.work <- job{t: t, lo: lo, hi: lo + per}
 		lo += per
 	}
 	t.Do(lo, n)
 	p.wg.Wait()
+}
+
+// RunChunks calls t.Do over [0, n) in chunks of chunk indices (the last may be
+// shorter) that the calling goroutine and the workers claim one at a time, and
+// returns when all are done. Unlike Run it never waits for a worker to wake:
+// the caller starts at once and a late worker only takes what is left, which
+// matters for the short mat-vecs of a decode step.
+func (p *Pool) RunChunks(n, chunk int, t Task) {
+	chunk = max(chunk, 1)
+	nchunks := (n + chunk - 1) / chunk
+	if p.n <= 1 || nchunks <= 1 {
+		t.Do(0, n)
+		return
+	}
+	p.epoch = (p.epoch + 1) & (1<<32 - 1)
+	j := job{t: t, hi: n, chunk: chunk, epoch: p.epoch}
+	p.done.Store(0)
+	p.claim.Store(p.epoch << 32)
+	for range min(p.n-1, nchunks-1) {
+		select {
+		case p.work <- j:
+		default: // a worker still has an old job queued; it will find this one done
+		}
+	}
+	p.claimChunks(j)
+	for p.done.Load() < int64(nchunks) {
+		runtime.Gosched()
+	}
+}
+
+// claimChunks runs chunks of j's call while any are left; a job whose call has
+// ended (another epoch) claims nothing.
+func (p *Pool) claimChunks(j job) {
+	for {
+		c := p.claim.Load()
+		i := int(c & (1<<32 - 1))
+		if c>>32 != j.epoch || i*j.chunk >= j.hi {
+			return
+		}
+		if !p.claim.CompareAndSwap(c, c+1) {
+			continue
+		}
+		lo := i * j.chunk
+		j.t.Do(lo, min(lo+j.chunk, j.hi))
+		p.done.Add(1)
+	}
 }
 
 // Close stops the workers. The pool must not be used afterwards.
