@@ -46,15 +46,15 @@ func RoPE(x []float32, cols, headDim, pos int, invFreq []float32, scale float32)
 // at k[j*stride + off : …+Dh]. scores must hold hi-lo floats. softcap > 0 applies
 // softcap·tanh(s/softcap) to each scaled score.
 func Attention(out, q, k, v []float32, stride, off, lo, hi int, scale, softcap float32, scores []float32) {
-	dh := len(q)
 	scores = scores[:hi-lo]
+	attnScores(scores, q, k[lo*stride+off:], stride)
 	mx := float32(math.Inf(-1))
-	for j := lo; j < hi; j++ {
-		s := Dot(q, k[j*stride+off:j*stride+off+dh]) * scale
+	for j, s := range scores {
+		s *= scale
 		if softcap > 0 {
 			s = softcap * float32(math.Tanh(float64(s/softcap)))
 		}
-		scores[j-lo] = s
+		scores[j] = s
 		mx = max(mx, s)
 	}
 	var sum float32
@@ -63,15 +63,12 @@ func Attention(out, q, k, v []float32, stride, off, lo, hi int, scale, softcap f
 		scores[i] = e
 		sum += e
 	}
-	clear(out)
 	inv := 1 / sum
-	for j := lo; j < hi; j++ {
-		p := scores[j-lo] * inv
-		vr := v[j*stride+off : j*stride+off+dh]
-		for i := range out {
-			out[i] += p * vr[i]
-		}
+	for i := range scores {
+		scores[i] *= inv
 	}
+	clear(out)
+	attnAccum(out, v[lo*stride+off:], stride, scores)
 }
 
 // SiLU returns x·σ(x).
