@@ -77,8 +77,14 @@ func (p *Pool) MatMul(dst, x []float32, L int, w *Weight) {
 		return
 	}
 	t := &p.mm
-	*t = mmTask{dst: dst, x: x, L: L, w: w, k: &kern}
+	*t = mmTask{dst: dst, x: x, L: L, w: w, k: &kern, p: p}
 	switch {
+	case w.Format == FormatQ && L >= deqMinL:
+		q := w.Q
+		if q.GroupSize <= 0 || w.K%q.GroupSize != 0 || w.K*q.Bits%32 != 0 {
+			panic(fmt.Sprintf("cpu: MatMul: K=%d not a multiple of group size %d (bits %d)", w.K, q.GroupSize, q.Bits))
+		}
+		t.run = (*mmTask).doQDeq
 	case w.Format == FormatQ && qFast(w.Q, w.K):
 		p.act.quantize(p, x, L, w.K, w.Q.GroupSize, w.Q.Bits)
 		t.a = &p.act
@@ -114,7 +120,58 @@ type mmTask struct {
 	w      *Weight
 	a      *actQ
 	k      *kernelSet
+	p      *Pool
 	run    func(t *mmTask, n0, n1 int)
+}
+
+// deqMinL is the number of tokens from which MatMul runs a quantized weight as
+// f32 row blocks dequantized once per call (doQDeq) rather than as mat-vecs
+// per token: a dequantized element then serves at least this many tokens, and
+// the f32 tile kernels do the rest exactly.
+const deqMinL = 16
+
+// deqBuf is one thread's dequantized row block; the Pool keeps them so a call
+// allocates nothing once they have grown.
+type deqBuf struct {
+	w Weight // FormatF32 view of buf
+	f []float32
+}
+
+// doQDeq runs rows [n0, n1) of a quantized weight by dequantizing blocks of rows
+// to f32 (exactly, as DequantRow) and running the f32 kernels on them.
+func (t *mmTask) doQDeq(n0, n1 int) {
+	q, N, K, L, k := t.w.Q, t.w.N, t.w.K, t.L, t.k
+	db := <-t.p.deq
+	tn, tl := k.fTileN, k.fTileL
+	if k.fTile == nil || K%8 != 0 {
+		tn, tl = 1, L+1
+	}
+	rb := rowBlock(K*4, tn)
+	db.f = grow(db.f, min(rb, n1-n0)*K)
+	for nb := n0; nb < n1; nb += rb {
+		ne := min(nb+rb, n1)
+		for n := nb; n < ne; n++ {
+			q.dequantRowFast(db.f[(n-nb)*K:(n-nb+1)*K], n, K)
+		}
+		db.w = Weight{Format: FormatF32, N: ne - nb, K: K, F32: db.f[:(ne-nb)*K]}
+		w := &db.w
+		nt := (ne - nb) / tn * tn // rows [0, nt) of the block in full tiles
+		l := 0
+		for ; l+tl <= L; l += tl {
+			for n := 0; n < nt; n += tn {
+				k.fTile(t.dst[l*N+nb+n:], N, w, n, t.x[l*K:])
+			}
+		}
+		for ; l < L; l++ {
+			k.fMatVec(t.dst[l*N+nb:l*N+nb+nt], w, 0, t.x[l*K:(l+1)*K])
+		}
+		if nt < ne-nb {
+			for l := range L {
+				k.fMatVec(t.dst[l*N+nb+nt:l*N+ne], w, nt, t.x[l*K:(l+1)*K])
+			}
+		}
+	}
+	t.p.deq <- db
 }
 
 func (t *mmTask) Do(n0, n1 int) { t.run(t, n0, n1) }
@@ -240,6 +297,42 @@ func (q *QMatrix) DequantRow(dst []float32, n, K int) {
 		// The explicit conversion rounds the product, so no platform fuses it
 		// with the add into an FMA.
 		dst[k] = float32(s[g]*float32(code(w, k, q.Bits))) + b[g]
+	}
+}
+
+// dequantRowFast is DequantRow with unrolled loops for 4 and 8 bits; the same
+// float32 operations, so the same bits.
+func (q *QMatrix) dequantRowFast(dst []float32, n, K int) {
+	gs := q.GroupSize
+	if (q.Bits != 4 && q.Bits != 8) || gs%8 != 0 {
+		q.DequantRow(dst, n, K)
+		return
+	}
+	words := K * q.Bits / 32
+	w := q.W[n*words : (n+1)*words]
+	groups := K / gs
+	s, b := q.Scales[n*groups:(n+1)*groups], q.Biases[n*groups:(n+1)*groups]
+	dst = dst[:K]
+	per := 32 / q.Bits // codes per word
+	for g := range groups {
+		sg, bg := s[g], b[g]
+		d := dst[g*gs : (g+1)*gs]
+		ws := w[g*gs/per : (g+1)*gs/per]
+		if q.Bits == 4 {
+			for j, v := range ws {
+				e := d[8*j : 8*j+8]
+				for i := range e {
+					e[i] = float32(sg*float32(v>>(4*i)&15)) + bg
+				}
+			}
+		} else {
+			for j, v := range ws {
+				e := d[4*j : 4*j+4]
+				for i := range e {
+					e[i] = float32(sg*float32(v>>(8*i)&255)) + bg
+				}
+			}
+		}
 	}
 }
 

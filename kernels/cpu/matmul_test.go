@@ -64,10 +64,12 @@ func TestDequantRowExact(t *testing.T) {
 				q.Scales[1], q.Biases[1] = 1.0000001, -0.99999994
 				row := make([]float32, K)
 				for n := range N {
-					q.DequantRow(row, n, K)
-					for k := range K {
-						if want := deqRef(q, n, k, K); math.Float32bits(row[k]) != math.Float32bits(want) {
-							t.Fatalf("row %d k %d code %d: got %g want %g", n, k, codeRef(q, n, k, K), row[k], want)
+					for _, f := range []func([]float32, int, int){q.DequantRow, q.dequantRowFast} {
+						f(row, n, K)
+						for k := range K {
+							if want := deqRef(q, n, k, K); math.Float32bits(row[k]) != math.Float32bits(want) {
+								t.Fatalf("row %d k %d code %d: got %g want %g", n, k, codeRef(q, n, k, K), row[k], want)
+							}
 						}
 					}
 				}
@@ -161,6 +163,7 @@ func mmCases() []mmCase {
 		for _, s := range []struct{ N, K, L int }{
 			{1, gs, 1}, {3, gs, 2}, {5, 2 * gs, 3}, {17, 2 * gs, 1}, {33, 9 * gs, 7},
 			{2, gs, 4}, {8, 3 * gs, 8}, {13, 2 * gs, 5}, {6, gs, 33}, {40, 4 * gs, 9},
+			{7, 3 * gs, 17}, {4, gs, 16}, // prefill: dequantized row blocks (deqMinL)
 		} {
 			cs = append(cs, mmCase{fmt.Sprintf("%s/N=%d/K=%d/L=%d", name, s.N, s.K, s.L), f, bits, gs, s.N, s.K, s.L})
 		}
@@ -310,6 +313,7 @@ func TestMatMulAllocs(t *testing.T) {
 		{"q4/L=1", randWeight(r, FormatQ, 256, 512, 4, 64), 1},
 		{"q8/L=1", randWeight(r, FormatQ, 256, 512, 8, 64), 1},
 		{"q4/L=9", randWeight(r, FormatQ, 256, 512, 4, 64), 9},
+		{"q8/L=20", randWeight(r, FormatQ, 256, 512, 8, 64), 20},
 		{"f16/L=1", randWeight(r, FormatF16, 256, 512, 0, 0), 1},
 		{"bf16/L=5", randWeight(r, FormatBF16, 256, 512, 0, 0), 5},
 	} {

@@ -28,8 +28,9 @@ type Pool struct {
 	done  atomic.Int64
 	epoch uint64
 
-	mm  mmTask // the MatMul in flight
-	act actQ   // MatMul's quantized activations, grown to the largest L·K
+	mm  mmTask       // the MatMul in flight
+	act actQ         // MatMul's quantized activations, grown to the largest L·K
+	deq chan *deqBuf // one dequantized row block per thread (see doQDeq)
 }
 
 type job struct {
@@ -47,7 +48,10 @@ func NewPool(threads int) *Pool {
 	if threads <= 0 {
 		threads = runtime.NumCPU()
 	}
-	p := &Pool{n: threads, work: make(chan job, threads)}
+	p := &Pool{n: threads, work: make(chan job, threads), deq: make(chan *deqBuf, threads)}
+	for range threads {
+		p.deq <- new(deqBuf)
+	}
 	for range threads - 1 {
 		go func() {
 			for j := range p.work {
