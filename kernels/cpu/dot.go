@@ -20,6 +20,11 @@ type kernelSet struct {
 	// x[j·K:(j+1)·K]. It needs K to be a multiple of 8.
 	fTile          func(dst []float32, dstride int, w *Weight, n0 int, x []float32)
 	fTileN, fTileL int
+
+	// dTile, if set, is an f32-only fTile for prefill's dequantized row blocks
+	// (see doQDeq); without it they take fTile.
+	dTile          func(dst []float32, dstride int, w *Weight, n0 int, x []float32)
+	dTileN, dTileL int
 }
 
 // kern is the kernel set MatMul uses.

@@ -33,6 +33,9 @@ func qMatVec4AVX2(dst *float32, n int, w *uint32, wstride int, s, b *float32, G 
 func qMatVec4AVX264(dst *float32, n int, w *uint32, wstride int, s, b *float32, G int, xq *int16, dq *float32, sx, cr *float32, bpg int, mask *int32)
 
 //go:noescape
+func fTileF32x46(dst *float32, dstride int, w *float32, K int, x *float32)
+
+//go:noescape
 func fMatVecF32(dst *float32, n int, w *float32, K int, x *float32)
 
 //go:noescape
@@ -138,6 +141,22 @@ func fMatVecAVX2(dst []float32, w *Weight, n0 int, x []float32) {
 	}
 }
 
+// dTileAVX512 runs a 4-row × 6-token f32 tile in 512-bit registers (K a
+// multiple of 16; others take the mat-vec per token).
+func dTileAVX512(dst []float32, dstride int, w *Weight, n0 int, x []float32) {
+	K := w.K
+	_ = dst[5*dstride+3]
+	x = x[:6*K]
+	if K%16 != 0 {
+		for l := range 6 {
+			fMatVecAVX2(dst[l*dstride:l*dstride+4], w, n0, x[l*K:(l+1)*K])
+		}
+		return
+	}
+	r := w.F32[n0*K : (n0+4)*K]
+	fTileF32x46(&dst[0], dstride, &r[0], K, &x[0])
+}
+
 // fTileAVX2 runs a 2-row × 4-token f32/f16/bf16 tile (K a multiple of 8).
 func fTileAVX2(dst []float32, dstride int, w *Weight, n0 int, x []float32) {
 	K := w.K
@@ -172,6 +191,8 @@ var kernVNNI = kernelSet{
 	fMatVec: fMatVecAVX2,
 	fTile:   fTileAVX2,
 	fTileN:  2, fTileL: 4,
+	dTile:  dTileAVX512,
+	dTileN: 4, dTileL: 6,
 }
 
 // kernAVX2: AVX2 VPMADDWD int16 dots, AVX2+FMA+F16C floats.

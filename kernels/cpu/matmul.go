@@ -142,8 +142,11 @@ type deqBuf struct {
 func (t *mmTask) doQDeq(n0, n1 int) {
 	q, N, K, L, k := t.w.Q, t.w.N, t.w.K, t.L, t.k
 	db := <-t.p.deq
-	tn, tl := k.fTileN, k.fTileL
-	if k.fTile == nil || K%8 != 0 {
+	tile, tn, tl := k.dTile, k.dTileN, k.dTileL
+	if tile == nil {
+		tile, tn, tl = k.fTile, k.fTileN, k.fTileL
+	}
+	if tile == nil || K%8 != 0 {
 		tn, tl = 1, L+1
 	}
 	rb := rowBlock(K*4, tn)
@@ -159,7 +162,7 @@ func (t *mmTask) doQDeq(n0, n1 int) {
 		l := 0
 		for ; l+tl <= L; l += tl {
 			for n := 0; n < nt; n += tn {
-				k.fTile(t.dst[l*N+nb+n:], N, w, n, t.x[l*K:])
+				tile(t.dst[l*N+nb+n:], N, w, n, t.x[l*K:])
 			}
 		}
 		for ; l < L; l++ {
