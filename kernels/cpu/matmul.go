@@ -64,9 +64,13 @@ func (w *Weight) Bytes() int {
 // bit widths use an exact float path that dequantizes on the fly (see
 // [QMatrix.DequantRow]).
 //
-// For L = 1 MatMul is a bandwidth-bound mat-vec; for L > 1 it blocks rows so a
-// weight block stays in cache while tiles of several tokens reuse each decoded
-// weight. MatMul allocates nothing once the pool's scratch has grown to the
+// For L = 1 MatMul is a bandwidth-bound mat-vec whose row chunks the threads
+// claim dynamically; for L > 1 it blocks rows so a weight block stays in cache
+// while tiles of several tokens reuse each decoded weight. From L = 16 (prefill)
+// a quantized weight of any width instead takes the exact float path: each
+// thread dequantizes a block of rows to f32 (as DequantRow; a per-thread
+// scratch of about 256 KB, never a copy of the matrix) and runs the f32 tile
+// kernels on it. MatMul allocates nothing once the pool's scratch has grown to the
 // largest L·K seen. A Pool runs one MatMul at a time: calls on the same Pool must
 // not overlap.
 func (p *Pool) MatMul(dst, x []float32, L int, w *Weight) {
