@@ -221,20 +221,37 @@ func (m *Model) Forward(ctx context.Context, tokens []int32) ([]float32, error) 
 	return s.hostLogit, nil
 }
 
-// step runs one decode token; it allocates nothing (after the cache's token list
-// has grown to capacity).
-func (m *Model) step(tok int32) ([]float32, error) {
+// decode runs one token at the next position; it allocates nothing (after the
+// cache's token list has grown to capacity).
+func (m *Model) decode(tok int32) error {
 	pos := len(m.tokens)
 	if pos >= m.cache.maxSeq {
-		return nil, fmt.Errorf("model: context window of %d tokens is full", m.cache.maxSeq)
+		return fmt.Errorf("model: context window of %d tokens is full", m.cache.maxSeq)
 	}
 	m.tok[0] = tok
 	m.net.forward(m.b, m.one, m.cache, m.tok[:], pos)
 	m.tokens = append(m.tokens, tok)
+	return nil
+}
+
+// step decodes tok and returns the logits on the host.
+func (m *Model) step(tok int32) ([]float32, error) {
+	if err := m.decode(tok); err != nil {
+		return nil, err
+	}
 	if err := m.b.Download(m.one.hostLogit, m.one.logits); err != nil {
 		return nil, err
 	}
 	return m.one.hostLogit, nil
+}
+
+// stepArgmax decodes tok and returns the argmax of the logits, computed on the
+// device when the backend can.
+func (m *Model) stepArgmax(tok int32) (int32, error) {
+	if err := m.decode(tok); err != nil {
+		return 0, err
+	}
+	return kernels.Argmax(m.b, m.one.logits, m.one.hostLogit)
 }
 
 // Token is one generated token.
@@ -302,13 +319,16 @@ func (m *Model) Generate(ctx context.Context, prompt []int32, o GenerateOptions,
 	}
 	smp := newSampler(o)
 	history := slices.Clone(prompt)
+	// Greedy decoding that needs neither logprobs nor the penalty asks the device for
+	// the argmax, so only the token crosses back (kernels.Argmaxer; the CPU downloads).
+	onDevice := o.Temperature <= 0 && !o.Logprobs && (o.RepeatPenalty <= 0 || o.RepeatPenalty == 1)
+	tok := smp.sample(logits, history)
 	t0 = time.Now()
 	defer func() { r.DecodeDuration = time.Since(t0) }()
 	for {
 		if err := ctx.Err(); err != nil {
 			return r, err
 		}
-		tok := smp.sample(logits, history)
 		tk := Token{ID: tok}
 		if o.Logprobs {
 			tk.Logprob = logProb(logits, tok)
@@ -327,7 +347,12 @@ func (m *Model) Generate(ctx context.Context, prompt []int32, o GenerateOptions,
 			r.Stop = StopLength
 			return r, nil
 		}
-		if logits, err = m.step(tok); err != nil {
+		if onDevice {
+			tok, err = m.stepArgmax(tok)
+		} else if logits, err = m.step(tok); err == nil {
+			tok = smp.sample(logits, history)
+		}
+		if err != nil {
 			return r, err
 		}
 		r.DecodeSteps++
