@@ -25,6 +25,12 @@ type kernelSet struct {
 	// (see doQDeq); without it they take fTile.
 	dTile          func(dst []float32, dstride int, w *Weight, n0 int, x []float32)
 	dTileN, dTileL int
+
+	// pTile, if set, writes the pTileL-token × panelN-row tile of a prefill panel
+	// (see doQPanel): dst[l·dstride + r] = Σ_{k<kc} x[l·xstride + k]·p[k·panelN +
+	// r], or adds that to dst if acc.
+	pTile  func(dst []float32, dstride int, p []float32, kc int, x []float32, xstride int, acc bool)
+	pTileL int
 }
 
 // kern is the kernel set MatMul uses.

@@ -36,6 +36,9 @@ func qMatVec4AVX264(dst *float32, n int, w *uint32, wstride int, s, b *float32, 
 func fTileF32x46(dst *float32, dstride int, w *float32, K int, x *float32)
 
 //go:noescape
+func pTileF32(dst *float32, dstride int, p *float32, kc int, x *float32, xstride int, acc int)
+
+//go:noescape
 func fMatVecF32(dst *float32, n int, w *float32, K int, x *float32)
 
 //go:noescape
@@ -157,6 +160,18 @@ func dTileAVX512(dst []float32, dstride int, w *Weight, n0 int, x []float32) {
 	fTileF32x46(&dst[0], dstride, &r[0], K, &x[0])
 }
 
+// pTileAVX512 runs the 12-token × 32-row panel tile in 512-bit registers.
+func pTileAVX512(dst []float32, dstride int, p []float32, kc int, x []float32, xstride int, acc bool) {
+	_ = dst[11*dstride+panelN-1]
+	_ = p[kc*panelN-1]
+	_ = x[11*xstride+kc-1]
+	a := 0
+	if acc {
+		a = 1
+	}
+	pTileF32(&dst[0], dstride, &p[0], kc, &x[0], xstride, a)
+}
+
 // fTileAVX2 runs a 2-row × 4-token f32/f16/bf16 tile (K a multiple of 8).
 func fTileAVX2(dst []float32, dstride int, w *Weight, n0 int, x []float32) {
 	K := w.K
@@ -193,6 +208,8 @@ var kernVNNI = kernelSet{
 	fTileN:  2, fTileL: 4,
 	dTile:  dTileAVX512,
 	dTileN: 4, dTileL: 6,
+	pTile:  pTileAVX512,
+	pTileL: 12,
 }
 
 // kernAVX2: AVX2 VPMADDWD int16 dots, AVX2+FMA+F16C floats.

@@ -1450,3 +1450,128 @@ done:
 	MOVQ         AX, ret+16(FP)
 	VZEROUPPER
 	RET
+
+// PACC adds the accumulators Za, Zb to the 32 floats at DI, stores them there
+// and steps DI to the next token's row (R11 bytes).
+#define PACC(Za, Zb) \
+	VADDPS  (DI), Za, Za; \
+	VADDPS  64(DI), Zb, Zb; \
+	VMOVUPS Za, (DI); \
+	VMOVUPS Zb, 64(DI); \
+	ADDQ    R11, DI
+
+// PSET stores the accumulators Za, Zb to the 32 floats at DI and steps DI.
+#define PSET(Za, Zb) \
+	VMOVUPS Za, (DI); \
+	VMOVUPS Zb, 64(DI); \
+	ADDQ    R11, DI
+
+// PSTEP multiplies x at addr (broadcast into Zt) with the two weight vectors.
+#define PSTEP(addr, Zt, Za, Zb) \
+	VBROADCASTSS addr, Zt; \
+	VFMADD231PS  Z24, Zt, Za; \
+	VFMADD231PS  Z25, Zt, Zb
+
+// pTileF32(dst *float32, dstride int, p *float32, kc int, x *float32, xstride int, acc int)
+//
+// A 12-token × 32-row f32 tile from a panel: p holds kc steps of 32 floats
+// (p[k·32 + r] is row r, element k), token l's x at x + l·xstride. dst[l·dstride
+// + r] = Σ_k x_l[k]·p[k·32+r], added to dst if acc ≠ 0. No horizontal sums: x
+// is broadcast, the rows lie along the vector. SI panel, AX/BX/DX x of tokens
+// 0/4/8 (+R8, +2·R8, +R9 = 3·R8 for the next three), CX steps left; Z0-Z23
+// sums, index 2·l + half; Z24/Z25 the panel step; Z26-Z31 x.
+TEXT ·pTileF32(SB), NOSPLIT, $0-56
+	MOVQ dst+0(FP), DI
+	MOVQ dstride+8(FP), R11
+	SHLQ $2, R11
+	MOVQ p+16(FP), SI
+	MOVQ kc+24(FP), CX
+	MOVQ x+32(FP), AX
+	MOVQ xstride+40(FP), R8
+	SHLQ $2, R8
+	LEAQ (R8)(R8*2), R9
+	LEAQ (AX)(R8*4), BX
+	LEAQ (BX)(R8*4), DX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	TESTQ CX, CX
+	JZ    store
+
+loop:
+	VMOVUPS (SI), Z24
+	VMOVUPS 64(SI), Z25
+	PSTEP((AX), Z26, Z0, Z1)
+	PSTEP((AX)(R8*1), Z27, Z2, Z3)
+	PSTEP((AX)(R8*2), Z28, Z4, Z5)
+	PSTEP((AX)(R9*1), Z29, Z6, Z7)
+	PSTEP((BX), Z30, Z8, Z9)
+	PSTEP((BX)(R8*1), Z31, Z10, Z11)
+	PSTEP((BX)(R8*2), Z26, Z12, Z13)
+	PSTEP((BX)(R9*1), Z27, Z14, Z15)
+	PSTEP((DX), Z28, Z16, Z17)
+	PSTEP((DX)(R8*1), Z29, Z18, Z19)
+	PSTEP((DX)(R8*2), Z30, Z20, Z21)
+	PSTEP((DX)(R9*1), Z31, Z22, Z23)
+	ADDQ $128, SI
+	ADDQ $4, AX
+	ADDQ $4, BX
+	ADDQ $4, DX
+	DECQ CX
+	JNZ  loop
+
+store:
+	MOVQ acc+48(FP), CX
+	TESTQ CX, CX
+	JZ   set
+	PACC(Z0, Z1)
+	PACC(Z2, Z3)
+	PACC(Z4, Z5)
+	PACC(Z6, Z7)
+	PACC(Z8, Z9)
+	PACC(Z10, Z11)
+	PACC(Z12, Z13)
+	PACC(Z14, Z15)
+	PACC(Z16, Z17)
+	PACC(Z18, Z19)
+	PACC(Z20, Z21)
+	PACC(Z22, Z23)
+	VZEROUPPER
+	RET
+
+set:
+	PSET(Z0, Z1)
+	PSET(Z2, Z3)
+	PSET(Z4, Z5)
+	PSET(Z6, Z7)
+	PSET(Z8, Z9)
+	PSET(Z10, Z11)
+	PSET(Z12, Z13)
+	PSET(Z14, Z15)
+	PSET(Z16, Z17)
+	PSET(Z18, Z19)
+	PSET(Z20, Z21)
+	PSET(Z22, Z23)
+	VZEROUPPER
+	RET

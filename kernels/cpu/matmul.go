@@ -69,8 +69,10 @@ func (w *Weight) Bytes() int {
 // while tiles of several tokens reuse each decoded weight. From L = 16 (prefill)
 // a quantized weight of any width instead takes the exact float path: each
 // thread dequantizes a block of rows to f32 (as DequantRow; a per-thread
-// scratch of about 256 KB, never a copy of the matrix) and runs the f32 tile
-// kernels on it. MatMul allocates nothing once the pool's scratch has grown to the
+// scratch of at most 256 KB, never a copy of the matrix) and runs the f32 tile
+// kernels on it. With a panel kernel (AVX-512) the blocks are panels of 32 rows
+// × 256 elements in element-major order against x rearranged once per call
+// (see doQPanel). MatMul allocates nothing once the pool's scratch has grown to the
 // largest L·K seen. A Pool runs one MatMul at a time: calls on the same Pool must
 // not overlap.
 func (p *Pool) MatMul(dst, x []float32, L int, w *Weight) {
@@ -89,6 +91,9 @@ func (p *Pool) MatMul(dst, x []float32, L int, w *Weight) {
 			panic(fmt.Sprintf("cpu: MatMul: K=%d not a multiple of group size %d (bits %d)", w.K, q.GroupSize, q.Bits))
 		}
 		t.run = (*mmTask).doQDeq
+		if t.k.pTile != nil && w.N >= panelN {
+			p.xp.pack(p, x, L, w.K, panelStep(q.GroupSize), t.k.pTileL)
+		}
 	case w.Format == FormatQ && qFast(w.Q, w.K):
 		p.act.quantize(p, x, L, w.K, w.Q.GroupSize, w.Q.Bits)
 		t.a = &p.act
@@ -106,7 +111,11 @@ func (p *Pool) MatMul(dst, x []float32, L int, w *Weight) {
 		// about eight chunks per thread, each a multiple of the two-row kernels
 		p.RunChunks(w.N, max(16, w.N/(8*p.n))&^1, t)
 	} else {
-		p.Run(w.N, 16, t)
+		grain := 16
+		if w.Format == FormatQ && L >= deqMinL && t.k.pTile != nil {
+			grain = panelN
+		}
+		p.Run(w.N, grain, t)
 	}
 	*t = mmTask{} // drop references to the caller's slices
 }
@@ -139,6 +148,132 @@ const deqMinL = 16
 type deqBuf struct {
 	w Weight // FormatF32 view of buf
 	f []float32
+
+	p  []float32 // a panel step: panelN rows × kc elements, element-major (see doQPanel)
+	tt []float32 // the last token tile's output
+}
+
+// panelN is the number of weight rows in a prefill panel, and panelKC the
+// elements per panel step (rounded to whole groups). Tests shrink panelKC.
+const panelN = 32
+
+var panelKC = 256
+
+// xPanel is x (L, K) rearranged for the panel tiles: the elements [k0, k0+kn)
+// of every token, one panel step, lie together at xp[k0·L:], token l at
+// xp[k0·L + l·kn:], so a tile's twelve rows of x are a few KB apart, not K·4
+// bytes (a multiple of 4 KB that would put them all in one L1 set). A pad of
+// one tile past the end lets the last tokens run as a full tile.
+type xPanel struct {
+	xp, x    []float32
+	L, K, kc int
+}
+
+// pack fills xp from x over p's threads.
+func (a *xPanel) pack(p *Pool, x []float32, L, K, kc, tl int) {
+	a.x, a.L, a.K, a.kc = x, L, K, kc
+	a.xp = grow(a.xp, L*K+tl*kc)
+	clear(a.xp[L*K:])
+	p.Run(L, 1, a)
+	a.x = nil
+}
+
+// Do packs tokens [lo, hi).
+func (a *xPanel) Do(lo, hi int) {
+	L, K, kc := a.L, a.K, a.kc
+	for l := lo; l < hi; l++ {
+		x := a.x[l*K : (l+1)*K]
+		for k0 := 0; k0 < K; k0 += kc {
+			kn := min(kc, K-k0)
+			copy(a.xp[k0*L+l*kn:k0*L+(l+1)*kn], x[k0:k0+kn])
+		}
+	}
+}
+
+// panelStep returns the elements per panel step for groups of gs: panelKC
+// rounded to whole groups.
+func panelStep(gs int) int { return gs * max(1, panelKC/gs) }
+
+// doQPanel runs rows [n0, n0 + m·panelN) of a quantized weight, for the largest
+// such m that fits [n0, n1), and returns where it stopped. Each panel of panelN
+// rows is dequantized (exactly, as DequantRow) kc elements at a time into
+// element-major order, p[k·panelN + r], so the tile kernel broadcasts x and
+// multiplies whole vectors of rows with no horizontal sums; every token of the
+// call runs against one panel step while it is in cache, the outputs adding up
+// the steps' sums.
+func (t *mmTask) doQPanel(db *deqBuf, n0, n1 int) int {
+	q, N, K, L, k := t.w.Q, t.w.N, t.w.K, t.L, t.k
+	kc, tl, xp := panelStep(q.GroupSize), k.pTileL, t.p.xp.xp
+	db.p = grow(db.p, panelN*kc)
+	db.tt = grow(db.tt, tl*panelN)
+	nb := n0
+	for ; nb+panelN <= n1; nb += panelN {
+		for k0 := 0; k0 < K; k0 += kc {
+			kn := min(kc, K-k0)
+			pn := db.p[:panelN*kn]
+			q.dequantPanel(pn, nb, K, k0, kn)
+			acc := k0 > 0
+			l := 0
+			for ; l+tl <= L; l += tl {
+				k.pTile(t.dst[l*N+nb:], N, pn, kn, xp[k0*L+l*kn:], kn, acc)
+			}
+			if l == L {
+				continue
+			}
+			// the last L mod tl tokens as a full tile into scratch (the rows
+			// past L read the next step's x or the pad)
+			k.pTile(db.tt, panelN, pn, kn, xp[k0*L+l*kn:], kn, false)
+			for j := range L - l {
+				d, s := t.dst[(l+j)*N+nb:(l+j)*N+nb+panelN], db.tt[j*panelN:(j+1)*panelN]
+				if !acc {
+					copy(d, s)
+					continue
+				}
+				for i := range d {
+					d[i] += s[i]
+				}
+			}
+		}
+	}
+	return nb
+}
+
+// dequantPanel writes elements [k0, k0+kn) of rows [n0, n0+panelN) of q (K
+// columns) into p in element-major order, p[(k−k0)·panelN + r], exactly as
+// DequantRow. k0 and kn are whole groups.
+func (q *QMatrix) dequantPanel(p []float32, n0, K, k0, kn int) {
+	gs, bits := q.GroupSize, q.Bits
+	words, G := K*bits/32, K/gs
+	p = p[:panelN*kn]
+	for r := range panelN {
+		n := n0 + r
+		w := q.W[n*words : (n+1)*words]
+		s, b := q.Scales[n*G:(n+1)*G], q.Biases[n*G:(n+1)*G]
+		for g := k0 / gs; g < (k0+kn)/gs; g++ {
+			sg, bg := s[g], b[g]
+			o := (g*gs-k0)*panelN + r // p index of the group's first element
+			switch {
+			case bits == 4 && gs%8 == 0:
+				for j, v := range w[g*gs/8 : (g+1)*gs/8] {
+					e := p[o+8*j*panelN : o+8*j*panelN+7*panelN+1]
+					for i := range 8 {
+						e[i*panelN] = float32(sg*float32(v>>(4*i)&15)) + bg
+					}
+				}
+			case bits == 8 && gs%4 == 0:
+				for j, v := range w[g*gs/4 : (g+1)*gs/4] {
+					e := p[o+4*j*panelN : o+4*j*panelN+3*panelN+1]
+					for i := range 4 {
+						e[i*panelN] = float32(sg*float32(v>>(8*i)&255)) + bg
+					}
+				}
+			default:
+				for k := g * gs; k < (g+1)*gs; k++ {
+					p[o+(k-g*gs)*panelN] = float32(sg*float32(code(w, k, bits))) + bg
+				}
+			}
+		}
+	}
 }
 
 // doQDeq runs rows [n0, n1) of a quantized weight by dequantizing blocks of rows
@@ -146,6 +281,9 @@ type deqBuf struct {
 func (t *mmTask) doQDeq(n0, n1 int) {
 	q, N, K, L, k := t.w.Q, t.w.N, t.w.K, t.L, t.k
 	db := <-t.p.deq
+	if k.pTile != nil && t.w.N >= panelN {
+		n0 = t.doQPanel(db, n0, n1)
+	}
 	tile, tn, tl := k.dTile, k.dTileN, k.dTileL
 	if tile == nil {
 		tile, tn, tl = k.fTile, k.fTileN, k.fTileL

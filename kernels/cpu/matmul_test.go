@@ -164,6 +164,7 @@ func mmCases() []mmCase {
 			{1, gs, 1}, {3, gs, 2}, {5, 2 * gs, 3}, {17, 2 * gs, 1}, {33, 9 * gs, 7},
 			{2, gs, 4}, {8, 3 * gs, 8}, {13, 2 * gs, 5}, {6, gs, 33}, {40, 4 * gs, 9},
 			{7, 3 * gs, 17}, {4, gs, 16}, // prefill: dequantized row blocks (deqMinL)
+			{70, 5 * gs, 29}, {64, 3 * gs, 24}, {33, gs, 16}, // prefill panels (panelN, pTileL, panelKC)
 		} {
 			cs = append(cs, mmCase{fmt.Sprintf("%s/N=%d/K=%d/L=%d", name, s.N, s.K, s.L), f, bits, gs, s.N, s.K, s.L})
 		}
@@ -184,11 +185,72 @@ func mmCases() []mmCase {
 	return cs
 }
 
-// smallBlocks shrinks the prefill row blocks so small test shapes cross them.
+// smallBlocks shrinks the prefill row blocks and panel steps so small test
+// shapes cross them.
 func smallBlocks(t *testing.T) {
-	old := cacheBlock
-	cacheBlock = 512
-	t.Cleanup(func() { cacheBlock = old })
+	old, oldKC := cacheBlock, panelKC
+	cacheBlock, panelKC = 512, 64
+	t.Cleanup(func() { cacheBlock, panelKC = old, oldKC })
+}
+
+// pTileRef is the panel tile in float64: dst[l·dstride + r] (+)= Σ_k
+// x[l·xstride + k]·p[k·panelN + r] for l < tl.
+func pTileRef(dst []float64, dstride int, p []float32, kc int, x []float32, xstride, tl int) {
+	for l := range tl {
+		for r := range panelN {
+			var s float64
+			for k := range kc {
+				s += float64(x[l*xstride+k]) * float64(p[k*panelN+r])
+			}
+			dst[l*dstride+r] += s
+		}
+	}
+}
+
+// TestPTile checks each kernel set's panel tile against float64 at step counts
+// around its unrolling and with strides past the tile, adding and storing.
+func TestPTile(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, ks := range kernelSets() {
+		if ks.pTile == nil {
+			continue
+		}
+		tl := ks.pTileL
+		for _, kc := range []int{1, 2, 3, 15, 16, 17, 64, 256} {
+			p, x := randVec(r, panelN*kc), randVec(r, tl*(kc+5))
+			dstride := panelN + 3
+			for _, acc := range []bool{false, true} {
+				got := randVec(r, tl*dstride)
+				orig := append([]float32(nil), got...)
+				want, mag := make([]float64, len(got)), make([]float64, len(got))
+				for i, v := range got {
+					if acc {
+						want[i], mag[i] = float64(v), math.Abs(float64(v))
+					}
+				}
+				pTileRef(want, dstride, p, kc, x, kc+5, tl)
+				ap := make([]float32, len(p))
+				for i, v := range p {
+					ap[i] = float32(math.Abs(float64(v)))
+				}
+				ax := make([]float32, len(x))
+				for i, v := range x {
+					ax[i] = float32(math.Abs(float64(v)))
+				}
+				pTileRef(mag, dstride, ap, kc, ax, kc+5, tl)
+				ks.pTile(got, dstride, p, kc, x, kc+5, acc)
+				for l := range tl {
+					for i := panelN; i < dstride; i++ { // past the tile: untouched
+						j := l*dstride + i
+						want[j], mag[j] = float64(orig[j]), 0
+					}
+				}
+				t.Run(fmt.Sprintf("%s/kc=%d/acc=%v", ks.name, kc, acc), func(t *testing.T) {
+					checkRef(t, got, want, mag, nil, false)
+				})
+			}
+		}
+	}
 }
 
 // checkRef compares got against the float64 reference: within the int16 bound for
@@ -314,6 +376,7 @@ func TestMatMulAllocs(t *testing.T) {
 		{"q8/L=1", randWeight(r, FormatQ, 256, 512, 8, 64), 1},
 		{"q4/L=9", randWeight(r, FormatQ, 256, 512, 4, 64), 9},
 		{"q8/L=20", randWeight(r, FormatQ, 256, 512, 8, 64), 20},
+		{"q4/L=29", randWeight(r, FormatQ, 96, 2048, 4, 64), 29},
 		{"f16/L=1", randWeight(r, FormatF16, 256, 512, 0, 0), 1},
 		{"bf16/L=5", randWeight(r, FormatBF16, 256, 512, 0, 0), 5},
 	} {

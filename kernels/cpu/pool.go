@@ -31,6 +31,7 @@ type Pool struct {
 	mm  mmTask       // the MatMul in flight
 	act actQ         // MatMul's quantized activations, grown to the largest L·K
 	deq chan *deqBuf // one dequantized row block per thread (see doQDeq)
+	xp  xPanel       // MatMul's x in panel-step order (see doQPanel)
 }
 
 type job struct {
