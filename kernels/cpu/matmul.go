@@ -254,11 +254,20 @@ func (q *QMatrix) dequantPanel(p []float32, n0, K, k0, kn int) {
 			o := (g*gs-k0)*panelN + r // p index of the group's first element
 			switch {
 			case bits == 4 && gs%8 == 0:
+				var lut [16]float32 // the group's 16 values, as DequantRow computes them
+				for c := range lut {
+					lut[c] = float32(sg*float32(c)) + bg
+				}
 				for j, v := range w[g*gs/8 : (g+1)*gs/8] {
 					e := p[o+8*j*panelN : o+8*j*panelN+7*panelN+1]
-					for i := range 8 {
-						e[i*panelN] = float32(sg*float32(v>>(4*i)&15)) + bg
-					}
+					e[0] = lut[v&15]
+					e[1*panelN] = lut[v>>4&15]
+					e[2*panelN] = lut[v>>8&15]
+					e[3*panelN] = lut[v>>12&15]
+					e[4*panelN] = lut[v>>16&15]
+					e[5*panelN] = lut[v>>20&15]
+					e[6*panelN] = lut[v>>24&15]
+					e[7*panelN] = lut[v>>28]
 				}
 			case bits == 8 && gs%4 == 0:
 				for j, v := range w[g*gs/4 : (g+1)*gs/4] {
