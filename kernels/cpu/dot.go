@@ -14,6 +14,10 @@ type kernelSet struct {
 	qTile          func(dst []float32, dstride int, q *QMatrix, K, n0 int, a *actQ, l0 int)
 	qTileN, qTileL int
 
+	// qMatVecB, if set, is qMatVec on byte-plane activations (see actB), for
+	// the weights bFits takes; MatMul prefers it.
+	qMatVecB func(dst []float32, q *QMatrix, K, n0 int, a *actB, l int)
+
 	// fMatVec writes dst[i] = row n0+i of w · x for f32, f16 and bf16 weights.
 	fMatVec func(dst []float32, w *Weight, n0 int, x []float32)
 	// fTile, if set, writes the fTileN × fTileL tile dst[j·dstride+i] = row n0+i ·

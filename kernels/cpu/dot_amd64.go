@@ -119,6 +119,34 @@ func qMatVecWith(t qKernels) func(dst []float32, q *QMatrix, K, n0 int, a *actQ,
 	}
 }
 
+// bdotIf returns the byte-dot mat-vec if ok (the kernels need GFNI besides
+// AVX-512 VNNI), else nil.
+func bdotIf(ok bool) func(dst []float32, q *QMatrix, K, n0 int, a *actB, l int) {
+	if !ok {
+		return nil
+	}
+	return qMatVecBAsm
+}
+
+// qMatVecBAsm runs the byte-dot kernels (see actB).
+func qMatVecBAsm(dst []float32, q *QMatrix, K, n0 int, a *actB, l int) {
+	n := len(dst)
+	if n == 0 {
+		return
+	}
+	G, words := a.G, K*q.Bits/32
+	w := q.W[n0*words : (n0+n)*words]
+	s, b := q.Scales[n0*G:(n0+n)*G], q.Biases[n0*G:(n0+n)*G]
+	xb := a.xb[3*l*K : 3*(l+1)*K]
+	sx, cr := a.sx[l*G:(l+1)*G], a.cr[l*G:(l+1)*G]
+	f := qMatVecB8
+	if q.Bits == 4 {
+		f = qMatVecB4
+	}
+	f(&dst[0], n, &w[0], words*4, &s[0], &b[0], G, &xb[0], K/a.C, &a.soff[0], &a.idx[0], a.kmsk,
+		&a.dq[l], &sx[0], &cr[0], 1<<(G%16)-1)
+}
+
 // fMatVecAVX2 runs the f32/f16/bf16 mat-vec kernels; K not a multiple of 8 takes
 // the Go loop.
 func fMatVecAVX2(dst []float32, w *Weight, n0 int, x []float32) {
@@ -193,19 +221,22 @@ func fTileAVX2(dst []float32, dstride int, w *Weight, n0 int, x []float32) {
 var (
 	hasAVX2 = cpuid.CPU.Supports(cpuid.AVX, cpuid.AVX2, cpuid.FMA3, cpuid.F16C)
 	hasVNNI = hasAVX2 && cpuid.CPU.Supports(cpuid.AVX512F, cpuid.AVX512VL, cpuid.AVX512BW, cpuid.AVX512VNNI)
+	hasGFNI = hasVNNI && cpuid.CPU.Supports(cpuid.GFNI)
 )
 
-// kernVNNI: AVX-512 VNNI int16 dots (VPDPWSSD, 512-bit) for 4/8-bit groups of
-// 64·m, the AVX2 ones otherwise; AVX2+FMA+F16C floats.
+// kernVNNI: AVX-512 VNNI byte dots (VPDPBUSD, with GFNI) for 4/8-bit rows of
+// whole chunks, else int16 dots (VPDPWSSD, 512-bit) for 4/8-bit groups of 64·m,
+// the AVX2 ones otherwise; AVX2+FMA+F16C floats.
 var kernVNNI = kernelSet{
 	name:  "avx512vnni",
 	avail: hasVNNI,
 	qMatVec: qMatVecWith(qKernels{
 		q4x32: qMatVec4AVX2, q4x64: qMatVec4VNNI, q8x32: qMatVec8AVX2, q8x64: qMatVec8VNNI, b8x64: 64,
 		q4x64two: qMatVec4VNNI2, q8x64two: qMatVec8VNNI2}),
-	fMatVec: fMatVecAVX2,
-	fTile:   fTileAVX2,
-	fTileN:  2, fTileL: 4,
+	qMatVecB: bdotIf(hasGFNI),
+	fMatVec:  fMatVecAVX2,
+	fTile:    fTileAVX2,
+	fTileN:   2, fTileL: 4,
 	dTile:  dTileAVX512,
 	dTileN: 4, dTileL: 6,
 	pTile:  pTileAVX512,
@@ -246,3 +277,9 @@ func sumBytesAsm(b []byte) (uint64, bool) {
 	}
 	return sumBytes(unsafe.SliceData(b), n), true
 }
+
+//go:noescape
+func qMatVecB4(dst *float32, n int, w *uint32, wstride int, s, b *float32, G int, xb *int8, nchunk int, soff, idx *int32, kmsk uint64, dq, sx, cr *float32, tmsk uint64)
+
+//go:noescape
+func qMatVecB8(dst *float32, n int, w *uint32, wstride int, s, b *float32, G int, xb *int8, nchunk int, soff, idx *int32, kmsk uint64, dq, sx, cr *float32, tmsk uint64)

@@ -48,21 +48,24 @@ func (w *Weight) Bytes() int {
 // MatMul computes dst (L, N) = x (L, K) · wᵀ, split over the pool's threads.
 //
 // Weights in FormatQ with 4 or 8 bits (any group size that is a multiple of 32)
-// take the fast path: each row of x is quantized once per call to two int16 per
-// value, x ≈ dx·(xh + xl/2¹⁶) with one absmax scale dx = amax/32767 per row,
-// the codes are multiplied with integer dot products, and the affine bias
-// is folded in as bias·Σx over the group with the exact Σx. The activation
+// take the fast path: each row of x is quantized once per call to integers on a
+// grid of one absmax scale dx per row, the codes are multiplied with integer dot
+// products, and the affine bias is folded in as bias·Σx over the group with the
+// exact Σx. With AVX-512 VNNI and GFNI, rows of whole 512-bit chunks take the
+// byte-dot kernels: x ≈ dx·t with |t| < 2²³ held as three signed bytes (see
+// actB), each value within amax/(2·8290000) ≈ 2⁻²⁴·amax of x_k. Otherwise
+// the int16 kernels take two int16 per value, x ≈ dx·(xh + xl/2¹⁶) with dx =
+// amax/32767 (see actQ), each value within amax/(65534·65536). The activation
 // rounding, the only error beyond float32 rounding, is bounded per output by
 //
-//	|err| ≤ (max_k |x_k| / (65534·65536)) · Σ_g |scale_g| · Σ_{k∈g} |q_k − c|
+//	|err| ≤ res · max_k |x_k| · Σ_g |scale_g| · Σ_{k∈g} |q_k − c|
 //
-// with c = (2^bits − 1)/2: each value is within amax/(65534·65536) of x_k, and
-// a per-group correction (see actQ) centres the codes. That is far below float32
-// summation error: on Gaussian data the relative RMS error of the outputs is
-// about 1.4e-7 (TestMatMulQError), as for an exact float dot product, where int8
-// activations (llama.cpp's Q8_0 path) cost 3e-3 and one int16 about 1e-5. Other
-// bit widths use an exact float path that dequantizes on the fly (see
-// [QMatrix.DequantRow]).
+// with res that resolution and c = (2^bits − 1)/2: a per-group correction
+// centres the codes. On Gaussian data the relative RMS error of the outputs is
+// about 1–1.5e-7 either way (TestMatMulQError), as for an exact float dot
+// product, where int8 activations (llama.cpp's Q8_0 path) cost 3e-3 and one
+// int16 about 1e-5. Other bit widths use an exact float path that dequantizes on
+// the fly (see [QMatrix.DequantRow]).
 //
 // For L = 1 MatMul is a bandwidth-bound mat-vec whose row chunks the threads
 // claim dynamically; for L > 1 it blocks rows so a weight block stays in cache
@@ -94,6 +97,10 @@ func (p *Pool) MatMul(dst, x []float32, L int, w *Weight) {
 		if t.k.pTile != nil && w.N >= panelN {
 			p.xp.pack(p, x, L, w.K, panelStep(q.GroupSize), t.k.pTileL)
 		}
+	case w.Format == FormatQ && t.k.qMatVecB != nil && bFits(w.Q, w.K):
+		p.actb.quantize(p, x, L, w.K, w.Q.GroupSize, w.Q.Bits)
+		t.b = &p.actb
+		t.run = (*mmTask).doQB
 	case w.Format == FormatQ && qFast(w.Q, w.K):
 		p.act.quantize(p, x, L, w.K, w.Q.GroupSize, w.Q.Bits)
 		t.a = &p.act
@@ -108,8 +115,8 @@ func (p *Pool) MatMul(dst, x []float32, L int, w *Weight) {
 		t.run = (*mmTask).doF
 	}
 	if L == 1 {
-		// about eight chunks per thread, each a multiple of the two-row kernels
-		p.RunChunks(w.N, max(16, w.N/(8*p.n))&^1, t)
+		// about eight chunks per thread, each a multiple of the four-row kernels
+		p.RunChunks(w.N, max(16, w.N/(8*p.n))&^3, t)
 	} else {
 		grain := 16
 		if w.Format == FormatQ && L >= deqMinL && t.k.pTile != nil {
@@ -132,6 +139,7 @@ type mmTask struct {
 	L      int
 	w      *Weight
 	a      *actQ
+	b      *actB
 	k      *kernelSet
 	p      *Pool
 	run    func(t *mmTask, n0, n1 int)
@@ -368,6 +376,19 @@ func (t *mmTask) doQ(n0, n1 int) {
 			for l := range L {
 				k.qMatVec(t.dst[l*N+nt:l*N+ne], q, t.w.K, nt, a, l)
 			}
+		}
+	}
+}
+
+// doQB runs rows [n0, n1) of a 4/8-bit weight against byte-plane activations,
+// a mat-vec per token within row blocks that stay in cache.
+func (t *mmTask) doQB(n0, n1 int) {
+	q, N, K := t.w.Q, t.w.N, t.w.K
+	rb := rowBlock(K*q.Bits/8, 4)
+	for nb := n0; nb < n1; nb += rb {
+		ne := min(nb+rb, n1)
+		for l := range t.L {
+			t.k.qMatVecB(t.dst[l*N+nb:l*N+ne], q, K, nb, t.b, l)
 		}
 	}
 }

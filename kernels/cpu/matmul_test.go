@@ -80,6 +80,9 @@ func TestDequantRowExact(t *testing.T) {
 
 // ref computes x·wᵀ in float64 from w's exact float32 elements, and for each
 // output Σ|w·x| (the float rounding scale) and the int16 activation bound.
+//
+// qbound is max|x|·Σ_g |scale_g|·Σ_{k∈g} |q_k − c|: times an activation path's
+// resolution (see actRes) it bounds that path's rounding error.
 func ref(w *Weight, x []float32, L int) (out, mag, qbound []float64) {
 	N, K := w.N, w.K
 	out, mag, qbound = make([]float64, L*N), make([]float64, L*N), make([]float64, L*N)
@@ -108,7 +111,7 @@ func ref(w *Weight, x []float32, L int) (out, mag, qbound []float64) {
 				for k := g * gs; k < (g+1)*gs; k++ {
 					qs += math.Abs(float64(codeRef(q, n, k, K)) - c)
 				}
-				b += math.Abs(float64(q.Scales[n*(K/gs)+g])) * amax / (65534 * 65536) * qs
+				b += math.Abs(float64(q.Scales[n*(K/gs)+g])) * amax * qs
 			}
 			qbound[l*N+n] = b
 		}
@@ -246,7 +249,7 @@ func TestPTile(t *testing.T) {
 					}
 				}
 				t.Run(fmt.Sprintf("%s/kc=%d/acc=%v", ks.name, kc, acc), func(t *testing.T) {
-					checkRef(t, got, want, mag, nil, false)
+					checkRef(t, got, want, mag, nil, 0)
 				})
 			}
 		}
@@ -255,14 +258,28 @@ func TestPTile(t *testing.T) {
 
 // checkRef compares got against the float64 reference: within the int16 bound for
 // the fast quantized path, within float32 rounding otherwise.
-func checkRef(t *testing.T, got []float32, want, mag, qbound []float64, int16Path bool) {
+// actRes returns the rounding resolution, relative to max|x|, of the
+// activations MatMul takes for w with kernel set k (0: exact float path).
+func actRes(k *kernelSet, w *Weight) float64 {
+	switch {
+	case w.Format != FormatQ:
+		return 0
+	case k.qMatVecB != nil && bFits(w.Q, w.K):
+		return 1 / (2 * bMaxT)
+	case qFast(w.Q, w.K):
+		return 1 / (65534 * 65536)
+	}
+	return 0
+}
+
+func checkRef(t *testing.T, got []float32, want, mag, qbound []float64, res float64) {
 	t.Helper()
 	bad := 0
 	var se, sw float64
 	for i := range got {
 		tol := 2e-6*mag[i] + 1e-30
-		if int16Path {
-			tol += qbound[i]
+		if res != 0 {
+			tol += res * qbound[i]
 		}
 		d := math.Abs(float64(got[i]) - want[i])
 		se += d * d
@@ -299,14 +316,17 @@ func TestMatMul(t *testing.T) {
 		w := randWeight(r, tc.f, tc.N, tc.K, tc.bits, tc.gs)
 		x := randVec(r, tc.L*tc.K)
 		want, mag, qb := ref(w, x, tc.L)
-		int16Path := tc.f == FormatQ && qFast(w.Q, w.K)
 		var first []float32
 		for _, ks := range kernelSets() {
 			t.Run(tc.name+"/k="+ks.name, func(t *testing.T) {
 				defer useKernels(ks)()
 				got := make([]float32, tc.L*tc.N)
 				p.MatMul(got, x, tc.L, w)
-				checkRef(t, got, want, mag, qb, int16Path)
+				res := 0.0
+				if tc.L < deqMinL {
+					res = actRes(ks, w)
+				}
+				checkRef(t, got, want, mag, qb, res)
 				if first == nil {
 					first = got
 					return
@@ -404,7 +424,7 @@ func TestDotQFloat(t *testing.T) {
 				got[n] = dotQFloat(w.Q, n, w.K, x)
 			}
 			t.Run(fmt.Sprintf("bits=%d/gs=%d", bits, gs), func(t *testing.T) {
-				checkRef(t, got, want, mag, qb, false)
+				checkRef(t, got, want, mag, qb, 0)
 			})
 		}
 	}

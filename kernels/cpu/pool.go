@@ -28,10 +28,11 @@ type Pool struct {
 	done  atomic.Int64
 	epoch uint64
 
-	mm  mmTask       // the MatMul in flight
-	act actQ         // MatMul's quantized activations, grown to the largest L·K
-	deq chan *deqBuf // one dequantized row block per thread (see doQDeq)
-	xp  xPanel       // MatMul's x in panel-step order (see doQPanel)
+	mm   mmTask       // the MatMul in flight
+	act  actQ         // MatMul's quantized activations, grown to the largest L·K
+	actb actB         // the same for the byte-dot kernels
+	deq  chan *deqBuf // one dequantized row block per thread (see doQDeq)
+	xp   xPanel       // MatMul's x in panel-step order (see doQPanel)
 }
 
 type job struct {

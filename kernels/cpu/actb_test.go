@@ -1,0 +1,87 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestQuantGroupB checks the byte planes: every value's three bytes rebuild
+// round(x/dx), within ±bMaxT, at the place xbIndex names.
+func TestQuantGroupB(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, bits := range []int{4, 8} {
+		C := bChunk(bits)
+		K := 3 * C
+		x := randVec(r, K)
+		x[5] = -1e3 // the row's amax: t = −bMaxT exactly
+		var a actB
+		a.quantize(nil, x, 1, K, 32, bits)
+		dx := float64(a.dq[0])
+		for k := range K {
+			j := k/C*3*C + xbIndex(k%C, C)
+			tk := int64(a.xb[j])<<16 + int64(a.xb[j+C])<<8 + int64(a.xb[j+2*C])
+			if want := math.RoundToEven(float64(x[k]) / dx); float64(tk) != want || math.Abs(want) > bMaxT {
+				t.Fatalf("q%d: value %d: t = %d, want %g", bits, k, tk, want)
+			}
+		}
+	}
+}
+
+// TestMatVecB runs the byte-dot kernels against their Go reference and the
+// float64 one at the edges of their blocks: four-row blocks and single rows,
+// chunks (128 4-bit or 64 8-bit codes), groups per chunk and the bias pass's
+// sixteen-group steps.
+func TestMatVecB(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	var sets []*kernelSet
+	for _, k := range kernelSets() {
+		if k.qMatVecB != nil {
+			sets = append(sets, k)
+		}
+	}
+	for _, bits := range []int{4, 8} {
+		C := bChunk(bits)
+		for _, gs := range []int{32, 64, 128} {
+			for _, s := range []struct{ N, chunks int }{
+				{1, 1}, {3, 2}, {4, 1}, {5, 3}, {8, 17}, {9, 16}, {13, 33},
+			} {
+				K := s.chunks * C
+				if K%gs != 0 {
+					continue
+				}
+				name := fmt.Sprintf("q%d/gs=%d/N=%d/K=%d", bits, gs, s.N, K)
+				w := randWeight(r, FormatQ, s.N, K, bits, gs)
+				x := randVec(r, 2*K)
+				x[K+7] *= 50 // an outlier sets the second token's scale
+				want, mag, qb := ref(w, x, 2)
+				var a actB
+				a.quantize(nil, x, 2, K, gs, bits)
+				t.Run(name, func(t *testing.T) {
+					for l := range 2 {
+						goRef := make([]float32, s.N)
+						qMatVecBGo(goRef, w.Q, K, 0, &a, l)
+						checkRef(t, goRef, want[l*s.N:], mag[l*s.N:], qb[l*s.N:], 1/(2*bMaxT))
+						for _, ks := range sets {
+							got := make([]float32, s.N+1)
+							got[s.N] = 42 // the kernel must not write past its rows
+							ks.qMatVecB(got[:s.N], w.Q, K, 0, &a, l)
+							if got[s.N] != 42 {
+								t.Fatalf("%s: wrote past the last row", ks.name)
+							}
+							for i := range s.N {
+								if d := math.Abs(float64(got[i] - goRef[i])); d > 4e-6*mag[l*s.N+i] {
+									t.Fatalf("token %d out[%d]: %s %g, go %g", l, i, ks.name, got[i], goRef[i])
+								}
+							}
+						}
+					}
+				})
+			}
+		}
+	}
+	if len(sets) == 0 {
+		t.Log("no byte-dot kernels on this machine: checked the Go reference only")
+	}
+}

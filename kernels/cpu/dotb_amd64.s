@@ -1,0 +1,221 @@
+//go:build amd64 && !noasm
+
+#include "textflag.h"
+
+// Byte-dot mat-vec kernels (AVX-512 VNNI): rows of 4/8-bit codes against
+// activations as three signed-byte planes, t = hi·2¹⁶ + mid·2⁸ + lo (actB in
+// actb.go, which also has the Go reference, qMatVecBGo). One 512-bit load of a
+// row's codes is a chunk: 64 bytes, 128 4-bit or 64 8-bit codes. VPDPBUSD
+// multiplies the codes (unsigned) with a plane (signed) and sums each lane's four
+// products into an int32 lane; per chunk and row
+//
+//	4-bit: A = ((Σ·hi)·2⁸ + Σ·mid)·2⁸ + Σ·lo      (|A| < 1.01·2³⁰: exact)
+//	8-bit: A = float((Σ·hi)·2⁸ + Σ·mid)·2⁸ + float(Σ·lo)
+//
+// and the row sum F (16 float lanes) += float(A) · S, where S is the scale of
+// each lane's group: the chunk's scales (a masked load of at most 16, starting at
+// soff[chunk] bytes into the row's scales) permuted by idx. Rows run four at a
+// time, sharing each load of the planes, then one at a time. Each row ends with
+// F·dx plus the bias pass, Σ_g bias_g·sx_g + scale_g·cr_g, sixteen groups per
+// step and a masked step for the rest, and a horizontal sum.
+//
+// Registers: DI dst, CX rows left, SI codes of the row (block), R8 code row
+// stride, R14 3·R8, R9/R10 the row's scales/biases, R11 G·4, R15 3·R11; in the
+// chunk loop AX codes, BX planes, R12 chunks left, R13 soff, DX scale address.
+// Z0-Z5 planes, Z6 0x0f bytes (4-bit) or 256.0 (8-bit), Z7 idx, Z8-Z11 row sums,
+// K1 scale lanes, K2 tail groups.
+
+// PFBLK is how far ahead of the codes a four-row block prefetches, in rows; PFB
+// how far ahead a single row prefetches, in bytes.
+#define PFBLK 8
+#define PFB 8192
+#define PF(a) PREFETCHT1 a
+
+DATA b0f<>+0(SB)/4, $0x0f0f0f0f
+GLOBL b0f<>(SB), RODATA|NOPTR, $4
+DATA bhi4<>+0(SB)/8, $0x1020408000000000
+GLOBL bhi4<>(SB), RODATA|NOPTR, $8
+DATA b256<>+0(SB)/4, $0x43800000
+GLOBL b256<>(SB), RODATA|NOPTR, $4
+
+// ROW4 adds one chunk of a 4-bit row (codes at caddr, chunk scales at saddr) to
+// F; C, H, A0-A2, S are scratch.
+#define ROW4(caddr, saddr, F, C, H, A0, A1, A2, S) \
+	VMOVDQU64   caddr, C; \
+	VGF2P8AFFINEQB $0, Z24, C, H; \
+	VPANDD      Z6, C, C; \
+	VPXORD      A0, A0, A0; \
+	VPDPBUSD    Z0, C, A0; \
+	VPDPBUSD    Z1, H, A0; \
+	VPSLLD      $8, A0, A0; \
+	VPDPBUSD    Z2, C, A0; \
+	VPDPBUSD    Z3, H, A0; \
+	VPSLLD      $8, A0, A0; \
+	VPDPBUSD    Z4, C, A0; \
+	VPDPBUSD    Z5, H, A0; \
+	VCVTDQ2PS   A0, A0; \
+	VMOVUPS.Z   saddr, K1, S; \
+	VPERMPS     S, Z7, S; \
+	VFMADD231PS S, A0, F
+
+// ROW8 adds one chunk of an 8-bit row to F, as ROW4 (H unused).
+#define ROW8(caddr, saddr, F, C, H, A0, A1, A2, S) \
+	VMOVDQU64   caddr, C; \
+	VPXORD      A0, A0, A0; \
+	VPXORD      A2, A2, A2; \
+	VPDPBUSD    Z0, C, A0; \
+	VPDPBUSD    Z2, C, A2; \
+	VPSLLD      $8, A0, A0; \
+	VPDPBUSD    Z1, C, A0; \
+	VCVTDQ2PS   A0, A0; \
+	VCVTDQ2PS   A2, A2; \
+	VFMADD231PS Z6, A0, A2; \
+	VMOVUPS.Z   saddr, K1, S; \
+	VPERMPS     S, Z7, S; \
+	VFMADD231PS S, A2, F
+
+// FINISH stores row sum F (FY, FX its lower halves; its row's scales and biases at R9/R10) to (DI) and
+// steps DI, R9, R10 to the next row. LOOP and TAIL are label names.
+#define FINISH(F, FY, FX, LOOP, TAIL) \
+	MOVQ            dq+96(FP), AX; \
+	VMULPS.BCST     (AX), F, F; \
+	MOVQ            sx+104(FP), AX; \
+	MOVQ            cr+112(FP), BX; \
+	XORQ            DX, DX; \
+	MOVQ            G+48(FP), R12; \
+	SHRQ            $4, R12; \
+	JZ              TAIL; \
+LOOP: \
+	VMOVUPS         (R10)(DX*1), Z12; \
+	VFMADD231PS     (AX)(DX*1), Z12, F; \
+	VMOVUPS         (R9)(DX*1), Z12; \
+	VFMADD231PS     (BX)(DX*1), Z12, F; \
+	ADDQ            $64, DX; \
+	DECQ            R12; \
+	JNZ             LOOP; \
+TAIL: \
+	VMOVUPS.Z       (R10)(DX*1), K2, Z12; \
+	VMOVUPS.Z       (AX)(DX*1), K2, Z13; \
+	VFMADD231PS     Z13, Z12, F; \
+	VMOVUPS.Z       (R9)(DX*1), K2, Z12; \
+	VMOVUPS.Z       (BX)(DX*1), K2, Z13; \
+	VFMADD231PS     Z13, Z12, F; \
+	VEXTRACTF64X4   $1, F, Y12; \
+	VADDPS          Y12, FY, FY; \
+	VEXTRACTF128    $1, FY, X12; \
+	VADDPS          X12, FX, FX; \
+	VPSHUFD         $0x4e, FX, X12; \
+	VADDPS          X12, FX, FX; \
+	VPSHUFD         $0xb1, FX, X12; \
+	VADDPS          X12, FX, FX; \
+	VMOVSS          FX, (DI); \
+	ADDQ            $4, DI; \
+	ADDQ            R11, R9; \
+	ADDQ            R11, R10
+
+// LOADX4 and LOADX8 load a chunk's planes.
+#define LOADX4 \
+	VMOVDQU64 (BX), Z0; \
+	VMOVDQU64 64(BX), Z1; \
+	VMOVDQU64 128(BX), Z2; \
+	VMOVDQU64 192(BX), Z3; \
+	VMOVDQU64 256(BX), Z4; \
+	VMOVDQU64 320(BX), Z5
+
+#define LOADX8 \
+	VMOVDQU64 (BX), Z0; \
+	VMOVDQU64 64(BX), Z1; \
+	VMOVDQU64 128(BX), Z2
+
+// BODY is a whole kernel for row macro ROW, plane loads LOADX and XSTEP plane
+// bytes per chunk.
+#define BODY(ROW, LOADX, XSTEP) \
+	MOVQ      idx+80(FP), AX; \
+	VMOVDQU32 (AX), Z7; \
+	KMOVQ     kmsk+88(FP), K1; \
+	KMOVQ     tmsk+120(FP), K2; \
+	MOVQ      dst+0(FP), DI; \
+	MOVQ      n+8(FP), CX; \
+	MOVQ      w+16(FP), SI; \
+	MOVQ      wstride+24(FP), R8; \
+	LEAQ      (R8)(R8*2), R14; \
+	MOVQ      s+32(FP), R9; \
+	MOVQ      b+40(FP), R10; \
+	MOVQ      G+48(FP), R11; \
+	SHLQ      $2, R11; \
+	LEAQ      (R11)(R11*2), R15; \
+block4: \
+	CMPQ      CX, $4; \
+	JLT       single; \
+	VPXORD    Z8, Z8, Z8; \
+	VPXORD    Z9, Z9, Z9; \
+	VPXORD    Z10, Z10, Z10; \
+	VPXORD    Z11, Z11, Z11; \
+	MOVQ      SI, AX; \
+	MOVQ      xb+56(FP), BX; \
+	MOVQ      soff+72(FP), R13; \
+	MOVQ      nchunk+64(FP), R12; \
+chunk4: \
+	LOADX; \
+	LEAQ      (AX)(R8*PFBLK), DX; \
+	PF((DX)); \
+	PF((DX)(R8*1)); \
+	PF((DX)(R8*2)); \
+	PF((DX)(R14*1)); \
+	MOVLQSX   (R13), DX; \
+	ADDQ      R9, DX; \
+	ROW((AX), (DX), Z8, Z12, Z13, Z14, Z15, Z16, Z17); \
+	ROW((AX)(R8*1), (DX)(R11*1), Z9, Z18, Z19, Z20, Z21, Z22, Z23); \
+	ROW((AX)(R8*2), (DX)(R11*2), Z10, Z12, Z13, Z14, Z15, Z16, Z17); \
+	ROW((AX)(R14*1), (DX)(R15*1), Z11, Z18, Z19, Z20, Z21, Z22, Z23); \
+	ADDQ      $64, AX; \
+	ADDQ      $XSTEP, BX; \
+	ADDQ      $4, R13; \
+	DECQ      R12; \
+	JNZ       chunk4; \
+	FINISH(Z8, Y8, X8, fin0, tail0); \
+	FINISH(Z9, Y9, X9, fin1, tail1); \
+	FINISH(Z10, Y10, X10, fin2, tail2); \
+	FINISH(Z11, Y11, X11, fin3, tail3); \
+	LEAQ      (SI)(R8*4), SI; \
+	SUBQ      $4, CX; \
+	JMP       block4; \
+single: \
+	TESTQ     CX, CX; \
+	JZ        done; \
+	VPXORD    Z8, Z8, Z8; \
+	MOVQ      SI, AX; \
+	MOVQ      xb+56(FP), BX; \
+	MOVQ      soff+72(FP), R13; \
+	MOVQ      nchunk+64(FP), R12; \
+chunk1: \
+	LOADX; \
+	PF(PFB(AX)); \
+	MOVLQSX   (R13), DX; \
+	ADDQ      R9, DX; \
+	ROW((AX), (DX), Z8, Z12, Z13, Z14, Z15, Z16, Z17); \
+	ADDQ      $64, AX; \
+	ADDQ      $XSTEP, BX; \
+	ADDQ      $4, R13; \
+	DECQ      R12; \
+	JNZ       chunk1; \
+	FINISH(Z8, Y8, X8, fin4, tail4); \
+	ADDQ      R8, SI; \
+	DECQ      CX; \
+	JMP       single; \
+done: \
+	VZEROUPPER; \
+	RET
+
+// qMatVecB4(dst *float32, n int, w *uint32, wstride int, s, b *float32, G int,
+//     xb *int8, nchunk int, soff, idx *int32, kmsk uint64, dq, sx, cr *float32,
+//     tmsk uint64)
+TEXT ·qMatVecB4(SB), NOSPLIT, $0-128
+	VPBROADCASTD b0f<>(SB), Z6
+	VPBROADCASTQ bhi4<>(SB), Z24
+	BODY(ROW4, LOADX4, 384)
+
+// qMatVecB8: as qMatVecB4 for 8-bit codes.
+TEXT ·qMatVecB8(SB), NOSPLIT, $0-128
+	VBROADCASTSS b256<>(SB), Z6
+	BODY(ROW8, LOADX8, 192)
