@@ -17,12 +17,15 @@ import (
 // [Metal.Download], [Metal.Argmax]) commits it and waits: one command buffer and
 // one CPU wait per Sync. Dependent dispatches are separated by barriers, found by
 // tracking which buffers each dispatch reads and writes. Activations are f32
-// device buffers made by [Metal.New]; weights are copied into device buffers by
-// [Metal.Upload]. A Metal is not safe for concurrent use.
+// device buffers made by [Metal.New]. [Metal.Upload] binds weights in place when
+// their bytes lie in a region registered with [Metal.Map] (an mmap'd file), and
+// copies them into new device buffers otherwise. A Metal is not safe for
+// concurrent use.
 type Metal struct {
 	dev   metal.Device
 	pipes map[string]metal.Pipeline
 	bufs  []metal.Buffer // every buffer this backend made, released by Close
+	maps  []*mapping     // host regions wrapped by Map
 
 	cb      metal.CommandBuffer // nil until the first op after a Sync
 	enc     metal.Encoder
@@ -66,6 +69,9 @@ type Stats struct {
 	Waits          int64         // CPU waits for the device (one per Sync with work)
 	WeightBytes    int64         // weight bytes the encoded kernels read (packed codes, scales, biases)
 	GPUTime        time.Duration // device time of the committed command buffers
+
+	MappedBytes int64 // weight bytes Upload bound in place in a region registered with Map (no copy)
+	CopiedBytes int64 // weight bytes Upload copied into new device buffers
 }
 
 // NewMetal returns a backend running on dev. It compiles nothing up front:
@@ -115,21 +121,33 @@ func (m *Metal) New(shape ...int) *Tensor {
 	return t
 }
 
-// Upload copies a host weight (1-D or 2-D; f32, f16, bf16 or affine-quantized
-// with f32 scales and biases) into device buffers and returns the device tensor.
+// Upload makes a host weight (1-D or 2-D; f32, f16, bf16 or affine-quantized
+// with f32 scales and biases) usable on the device and returns the device
+// tensor. Bytes inside a region registered with [Metal.Map], at an offset the
+// kernels can read (4-byte aligned; 2 for f16 and bf16), are bound in place;
+// others are copied into a new buffer. Stats.MappedBytes and
+// Stats.CopiedBytes count which path each byte took.
 func (m *Metal) Upload(t *Tensor) (*Tensor, error) {
-	if _, err := hostWeight(t); err != nil { // the same checks as the CPU backend
+	if _, _, err := checkWeight(t); err != nil { // the same checks as the CPU backend
 		return nil, err
 	}
 	if t.DType.Quantized() && t.GroupSize%8 != 0 {
 		return nil, fmt.Errorf("kernels: upload: %s%v: group size %d is not a multiple of 8 (the metal kernels read 8 codes at a time)", t.DType, t.Shape, t.GroupSize)
 	}
 	d := &Tensor{DType: t.DType, Shape: append([]int(nil), t.Shape...), GroupSize: t.GroupSize}
-	var err error
-	if d.Buf, err = m.upload(t.Data); err != nil {
-		return nil, err
+	if b, off, ok := m.mapped(t.Data, elemAlign(t.DType)); ok {
+		d.Buf, d.Off = b, off
+		m.stats.MappedBytes += int64(len(t.Data))
+	} else {
+		b, err := m.upload(t.Data)
+		if err != nil {
+			return nil, err
+		}
+		d.Buf = b
+		m.stats.CopiedBytes += int64(len(t.Data))
 	}
 	if t.Scales != nil {
+		var err error
 		if d.Scales, err = m.Upload(t.Scales); err != nil {
 			return nil, err
 		}
@@ -214,7 +232,7 @@ func (m *Metal) Close() error {
 	for _, b := range m.bufs {
 		b.Release()
 	}
-	m.bufs = nil
+	m.bufs, m.maps = nil, nil
 	return err
 }
 

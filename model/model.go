@@ -99,6 +99,9 @@ func build(cfg *Config, eos []int32, l *loader, o Options) (*Model, error) {
 	}
 	start := time.Now()
 	l.b = m.b
+	if l.files != nil {
+		l.files.mapInto(m.b)
+	}
 	if o.Quant != 0 {
 		g := o.QuantGroup
 		if g == 0 {

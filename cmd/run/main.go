@@ -204,6 +204,9 @@ func generate(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	o2 := f.options()
 	if st, ok := b.(statser); ok && f.verbose {
+		s := st.Stats()
+		fmt.Fprintf(stderr, "[weights: %.2f MB used in place from the mapped files, %.2f MB copied to the device]\n",
+			float64(s.MappedBytes)/1e6, float64(s.CopiedBytes)/1e6)
 		st.ResetStats()
 		n := 0
 		o2.OnToken = func(model.Token) {
