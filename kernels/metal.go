@@ -15,8 +15,11 @@ import (
 //
 // Ops are encoded into one command buffer and run when [Metal.Sync] (or
 // [Metal.Download], [Metal.Argmax]) commits it and waits: one command buffer and
-// one CPU wait per Sync. Dependent dispatches are separated by barriers, found by
-// tracking which buffers each dispatch reads and writes. Activations are f32
+// one CPU wait per Sync. [Metal.ArgmaxAsync] commits without waiting, so the
+// next token's command buffer can be queued behind it (see [Pipeliner]); the
+// device runs committed command buffers in order. Dependent dispatches are
+// separated by barriers, found by tracking which buffers each dispatch reads
+// and writes. Activations are f32
 // device buffers made by [Metal.New]. [Metal.Upload] binds weights in place when
 // their bytes lie in a region registered with [Metal.Map] (an mmap'd file), and
 // copies them into new device buffers otherwise. A Metal is not safe for
@@ -27,11 +30,13 @@ type Metal struct {
 	bufs  []metal.Buffer // every buffer this backend made, released by Close
 	maps  []*mapping     // host regions wrapped by Map
 
-	cb      metal.CommandBuffer // nil until the first op after a Sync
-	enc     metal.Encoder
-	pending []metal.Buffer // buffers to release once cb completes
-	last    string         // the last kernel encoded, for error messages
-	err     error          // first encoding error, returned by Sync
+	cb       metal.CommandBuffer // being encoded; nil until the first op after a commit
+	enc      metal.Encoder
+	pending  []metal.Buffer // buffers to release once cb completes
+	last     string         // the last kernel encoded, for error messages
+	err      error          // first encoding error, returned by Sync
+	inflight []committed    // committed and not yet waited for, oldest first
+	seq      int64          // command buffers committed so far
 
 	// Hazard tracking since the last barrier (buffer granularity).
 	written, read []metal.Buffer
@@ -49,7 +54,16 @@ type Metal struct {
 
 	attnPart  metal.Buffer // flash-decoding partials, grown on demand
 	argmaxOut metal.Buffer // 16 bytes: the Argmax result
+	toks      tokenQueue   // ArgmaxAsync results (Pipeliner)
 	stats     Stats
+}
+
+// committed is a command buffer the device may still be running.
+type committed struct {
+	cb      metal.CommandBuffer
+	seq     int64
+	last    string         // its last kernel
+	release []metal.Buffer // to release once it completes
 }
 
 type callBuf struct {
@@ -181,35 +195,56 @@ func (m *Metal) Download(dst []float32, src *Tensor) error {
 	return nil
 }
 
-// Sync commits the command buffer of the ops enqueued since the last Sync,
-// waits for it and returns the first encoding or device error.
+// Sync commits the command buffer of the ops enqueued since the last commit,
+// waits for every committed command buffer and returns the first encoding or
+// device error.
 func (m *Metal) Sync(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if m.cb == nil {
-		err := m.err
-		m.err = nil
-		return err
+	m.commit()
+	err := m.wait(len(m.inflight))
+	if m.err != nil {
+		err = m.err // the encoding error explains the device's
 	}
-	cb, enc, last := m.cb, m.enc, m.last
-	m.cb, m.enc, m.last = nil, nil, ""
-	m.written, m.read = m.written[:0], m.read[:0]
-	enc.End()
-	cb.Commit()
-	m.stats.CommandBuffers++
-	m.stats.Waits++
-	werr := cb.Wait()
-	m.stats.GPUTime += cb.GPUDuration()
-	for _, b := range m.pending {
-		m.release(b)
-	}
-	m.pending = m.pending[:0]
-	err := m.err
 	m.err = nil
-	if err == nil && werr != nil {
-		err = fmt.Errorf("kernels: metal: command buffer (last kernel %s): %w", last, werr)
+	return err
+}
+
+// commit ends the command buffer being encoded, if any, and commits it without
+// waiting.
+func (m *Metal) commit() {
+	if m.cb == nil {
+		return
 	}
+	m.enc.End()
+	m.cb.Commit()
+	m.seq++
+	m.stats.CommandBuffers++
+	m.inflight = append(m.inflight, committed{cb: m.cb, seq: m.seq, last: m.last, release: m.pending})
+	m.cb, m.enc, m.last, m.pending = nil, nil, "", nil
+	m.written, m.read = m.written[:0], m.read[:0]
+}
+
+// wait blocks until the n oldest committed command buffers completed (one CPU
+// wait), releases their transient buffers and returns the first device error.
+func (m *Metal) wait(n int) error {
+	if n == 0 {
+		return nil
+	}
+	m.stats.Waits++
+	var err error
+	for _, c := range m.inflight[:n] {
+		werr := c.cb.Wait()
+		m.stats.GPUTime += c.cb.GPUDuration()
+		for _, b := range c.release {
+			m.release(b)
+		}
+		if werr != nil && err == nil {
+			err = fmt.Errorf("kernels: metal: command buffer (last kernel %s): %w", c.last, werr)
+		}
+	}
+	m.inflight = append(m.inflight[:0], m.inflight[n:]...)
 	return err
 }
 

@@ -210,7 +210,9 @@ func generate(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		st.ResetStats()
 		n := 0
 		o2.OnToken = func(model.Token) {
-			// Counters since the last token: the prefill for the first, one decode step after.
+			// Counters since the last token: the prefill for the first, one decode step
+			// after. Greedy decoding on a pipelining backend (kernels.Pipeliner) commits
+			// each step one token early: token 1 shows two command buffers, the last none.
 			s := st.Stats()
 			st.ResetStats()
 			fmt.Fprintf(stderr, "[token %d: %d dispatches, %d command buffers, %d CPU waits, %.2f MB of weights read]\n",
