@@ -52,9 +52,10 @@ type Metal struct {
 		tg    [2]int
 	}
 
-	attnPart  metal.Buffer // flash-decoding partials, grown on demand
-	argmaxOut metal.Buffer // 16 bytes: the Argmax result
-	toks      tokenQueue   // ArgmaxAsync results (Pipeliner)
+	attnPart  metal.Buffer    // flash-decoding partials, grown on demand
+	argmaxOut metal.Buffer    // 16 bytes: the Argmax result
+	toks      tokenQueue      // ArgmaxAsync results (Pipeliner)
+	topkPart  [2]metal.Buffer // TopK's pass outputs, grown on demand
 	stats     Stats
 }
 
@@ -83,6 +84,8 @@ type Stats struct {
 	Waits          int64         // CPU waits for the device (one per Sync with work)
 	WeightBytes    int64         // weight bytes the encoded kernels read (packed codes, scales, biases)
 	GPUTime        time.Duration // device time of the committed command buffers
+
+	ReadBytes int64 // bytes the host read back: Download, Argmax, NextToken, TopK
 
 	MappedBytes int64 // weight bytes Upload bound in place in a region registered with Map (no copy)
 	CopiedBytes int64 // weight bytes Upload copied into new device buffers
@@ -192,6 +195,7 @@ func (m *Metal) Download(dst []float32, src *Tensor) error {
 	b := bufOf("Download", src)
 	n := min(len(dst), src.Len())
 	copy(dst[:n], unsafe.Slice((*float32)(unsafe.Pointer(&b.Contents()[src.Off])), n))
+	m.stats.ReadBytes += int64(4 * n)
 	return nil
 }
 

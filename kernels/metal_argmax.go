@@ -26,6 +26,7 @@ func (m *Metal) Argmax(x *Tensor) (int32, error) {
 	if err := m.Sync(context.Background()); err != nil {
 		return 0, err
 	}
+	m.stats.ReadBytes += 4
 	return int32(binary.LittleEndian.Uint32(m.argmaxOut.Contents())), nil
 }
 
@@ -117,5 +118,6 @@ func (m *Metal) NextToken() (int32, error) {
 	if err != nil {
 		return 0, err
 	}
+	m.stats.ReadBytes += 4
 	return int32(binary.LittleEndian.Uint32(q.slot[s].Contents())), nil
 }

@@ -46,6 +46,10 @@ type Model struct {
 	tokens  []int32  // the tokens whose K/V are in the cache, in order
 	tok     [1]int32 // the decode step's input, kept here so the step allocates nothing
 	weights int64
+
+	topIDs  [kernels.MaxTopK]int32 // stepTopK's results
+	topVals [kernels.MaxTopK]float32
+	topCand []candidate
 }
 
 // Load opens a Hugging Face model directory.
@@ -330,6 +334,13 @@ func (m *Model) Generate(ctx context.Context, prompt []int32, o GenerateOptions,
 	if !onDevice {
 		pipe = nil
 	}
+	// Sampling with a top-k the device can select copies back only k candidates
+	// (kernels.TopKer). The penalty changes logits before top-k, and logprobs need
+	// them all: both download the logits instead.
+	topk, _ := m.b.(kernels.TopKer)
+	if o.Temperature <= 0 || o.TopK <= 0 || o.TopK > kernels.MaxTopK || o.Logprobs || (o.RepeatPenalty > 0 && o.RepeatPenalty != 1) {
+		topk = nil
+	}
 	ahead := false // the step of tok (the token about to be emitted) already runs
 	finish := func(stop Stop, err error) (*Result, error) {
 		if ahead { // generation ends at tok: undo its step
@@ -368,6 +379,11 @@ func (m *Model) Generate(ctx context.Context, prompt []int32, o GenerateOptions,
 			tok, ahead, err = m.stepAhead(pipe, tok, ahead, more)
 		case onDevice:
 			tok, err = m.stepArgmax(tok)
+		case topk != nil:
+			var c []candidate
+			if c, err = m.stepTopK(topk, tok, o.TopK); err == nil {
+				tok = smp.pick(c)
+			}
 		default:
 			if logits, err = m.step(tok); err == nil {
 				tok = smp.sample(logits, history)
@@ -378,6 +394,24 @@ func (m *Model) Generate(ctx context.Context, prompt []int32, o GenerateOptions,
 		}
 		r.DecodeSteps++
 	}
+}
+
+// stepTopK decodes tok and returns the k best candidates for the next token,
+// selected on the device, sorted as topK sorts them.
+func (m *Model) stepTopK(t kernels.TopKer, tok int32, k int) ([]candidate, error) {
+	if err := m.decode(tok); err != nil {
+		return nil, err
+	}
+	n, err := t.TopK(m.topIDs[:k], m.topVals[:k], m.one.logits)
+	if err != nil {
+		return nil, err
+	}
+	c := m.topCand[:0]
+	for j := range n {
+		c = append(c, candidate{m.topIDs[j], m.topVals[j]})
+	}
+	m.topCand = c
+	return c, nil
 }
 
 // stepAhead returns the greedy token after tok on a pipelining backend. Unless
