@@ -14,7 +14,7 @@ import (
 // same kernels (package shaders) through this same dispatch code.
 //
 // Ops are encoded into one command buffer and run when [Metal.Sync] (or
-// [Metal.Download], [Metal.Argmax]) commits it and waits: one command buffer and
+// [Metal.Download], [Metal.Argmax], [Metal.TopK]) commits it and waits: one command buffer and
 // one CPU wait per Sync. [Metal.ArgmaxAsync] commits without waiting, so the
 // next token's command buffer can be queued behind it (see [Pipeliner]); the
 // device runs committed command buffers in order. Dependent dispatches are

@@ -344,7 +344,9 @@ func (m *Model) Generate(ctx context.Context, prompt []int32, o GenerateOptions,
 	ahead := false // the step of tok (the token about to be emitted) already runs
 	finish := func(stop Stop, err error) (*Result, error) {
 		if ahead { // generation ends at tok: undo its step
-			err = errors.Join(err, m.dropAhead(pipe))
+			if derr := m.dropAhead(pipe); err == nil {
+				err = derr
+			}
 			ahead = false
 		}
 		r.Stop = stop

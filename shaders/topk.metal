@@ -7,7 +7,8 @@
 //
 // Best first means higher value, then lower id: the CPU sampler's order
 // (model/sample.go). A chunk with fewer than k elements pads its list with
-// (−∞, 0xffffffff), which every real element beats. The host runs topk_f32
+// the id TK_NONE, which every real element beats whatever its value (even
+// −∞; compared by id, since fast math need not order infinities). The host runs topk_f32
 // over the logits, then topk_merge_f32 over the partial lists until one list
 // remains; a chunk holds C/k lists, so each pass divides the candidates by
 // C/k (16 for k = 64). The top k of the whole is within the union of every
@@ -26,7 +27,8 @@
 #include "common.h"
 using namespace metal;
 
-constant constexpr uint TK_C = 1024; // elements sorted per threadgroup
+constant constexpr uint TK_C = 1024;           // elements sorted per threadgroup
+constant constexpr uint TK_NONE = 0xffffffffu; // the id of padding
 
 struct tk_pair {
     float v;
@@ -35,6 +37,9 @@ struct tk_pair {
 
 // tk_better reports whether (v, i) comes before (bv, bi).
 inline bool tk_better(float v, uint i, float bv, uint bi) {
+    if (i == TK_NONE || bi == TK_NONE) {
+        return bi == TK_NONE && i != TK_NONE;
+    }
     return v > bv || (v == bv && i < bi);
 }
 
@@ -75,8 +80,8 @@ kernel void topk_f32(
         ushort tid [[thread_position_in_threadgroup]]) {
     for (uint h = 0; h < 2; h++) {
         const uint j = tid + h * (TK_C / 2), e = g * TK_C + j;
-        tv[j] = e < args.n ? x[e] : -INFINITY;
-        ti[j] = e < args.n ? e : 0xffffffffu;
+        tv[j] = e < args.n ? x[e] : -FLT_MAX;
+        ti[j] = e < args.n ? e : TK_NONE;
     }
     tk_sort(tv, ti, out + (ulong)g * args.k, args.k, tid);
 }
@@ -91,8 +96,8 @@ kernel void topk_merge_f32(
         ushort tid [[thread_position_in_threadgroup]]) {
     for (uint h = 0; h < 2; h++) {
         const uint j = tid + h * (TK_C / 2), e = g * TK_C + j;
-        tv[j] = e < args.n ? in[e].v : -INFINITY;
-        ti[j] = e < args.n ? in[e].i : 0xffffffffu;
+        tv[j] = e < args.n ? in[e].v : -FLT_MAX;
+        ti[j] = e < args.n ? in[e].i : TK_NONE;
     }
     tk_sort(tv, ti, out + (ulong)g * args.k, args.k, tid);
 }
