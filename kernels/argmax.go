@@ -38,3 +38,23 @@ func ArgmaxHost(x []float32) int32 {
 	}
 	return int32(max(bi, 0))
 }
+
+// A Pipeliner lets greedy decoding run ahead of the host: a step's embedding
+// reads the token the previous step's argmax left on the device, so step n+1
+// is committed before the host waits for token n and the device's queue never
+// drains. Each step is still one command buffer and one CPU wait.
+//
+// ArgmaxAsync followed by NextToken must be equivalent to [Argmaxer.Argmax],
+// and EmbedArgmax to [Backend.Embed] of the latest ArgmaxAsync's token.
+type Pipeliner interface {
+	// ArgmaxAsync enqueues the argmax of x (f32; the smallest index of the
+	// maximum) into a queue of tokens kept on the device and commits every
+	// enqueued op without waiting. At most two tokens may be queued.
+	ArgmaxAsync(x *Tensor)
+	// EmbedArgmax enqueues dst (1, D) = table[t]·scale for the token t of the
+	// latest ArgmaxAsync, which must still be queued, read on the device.
+	EmbedArgmax(dst, table *Tensor, scale float32)
+	// NextToken waits for the oldest queued token, removes it from the queue
+	// and returns it.
+	NextToken() (int32, error)
+}

@@ -52,16 +52,43 @@ func (c *CPU) Upload(t *Tensor) (*Tensor, error) {
 	return t, nil
 }
 
-// hostWeight views a 1-D or 2-D host tensor as a cpu.Weight (a 1-D tensor is one row).
-func hostWeight(t *Tensor) (*cpu.Weight, error) {
-	n, k := 1, t.Shape[len(t.Shape)-1]
+// checkWeight validates a 1-D or 2-D host tensor (a 1-D tensor is one row) and
+// returns its rows and columns.
+func checkWeight(t *Tensor) (n, k int, err error) {
+	n, k = 1, t.Shape[len(t.Shape)-1]
 	if len(t.Shape) == 2 {
 		n = t.Shape[0]
 	} else if len(t.Shape) != 1 {
-		return nil, fmt.Errorf("kernels: upload: weight of shape %v is not 1-D or 2-D", t.Shape)
+		return 0, 0, fmt.Errorf("kernels: upload: weight of shape %v is not 1-D or 2-D", t.Shape)
 	}
 	if want := n * t.DType.RowBytes(k); len(t.Data) != want {
-		return nil, fmt.Errorf("kernels: upload: %s%v tensor has %d bytes, want %d", t.DType, t.Shape, len(t.Data), want)
+		return 0, 0, fmt.Errorf("kernels: upload: %s%v tensor has %d bytes, want %d", t.DType, t.Shape, len(t.Data), want)
+	}
+	if !t.DType.Quantized() {
+		return n, k, nil
+	}
+	g := t.GroupSize
+	if g <= 0 || k%g != 0 || (k*t.DType.Bits())%32 != 0 {
+		return 0, 0, fmt.Errorf("kernels: upload: %s%v: group size %d does not divide the %d columns into whole words", t.DType, t.Shape, g, k)
+	}
+	if t.Scales == nil || t.Biases == nil || t.Scales.Len() != n*k/g || t.Biases.Len() != n*k/g ||
+		t.Scales.DType != DTypeF32 || t.Biases.DType != DTypeF32 {
+		return 0, 0, fmt.Errorf("kernels: upload: %s%v: scales and biases must be f32 with %d elements", t.DType, t.Shape, n*k/g)
+	}
+	return n, k, nil
+}
+
+// hostWeight views a checked host tensor as a cpu.Weight. Its data (and scales
+// and biases) must be aligned to their elements.
+func hostWeight(t *Tensor) (*cpu.Weight, error) {
+	n, k, err := checkWeight(t)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range []*Tensor{t, t.Scales, t.Biases} {
+		if d != nil && !Aligned(d.Data, elemAlign(d.DType)) {
+			return nil, fmt.Errorf("kernels: upload: %s%v: data is not %d-byte aligned (copy it first)", d.DType, d.Shape, elemAlign(d.DType))
+		}
 	}
 	w := &cpu.Weight{N: n, K: k}
 	switch t.DType {
@@ -72,16 +99,8 @@ func hostWeight(t *Tensor) (*cpu.Weight, error) {
 	case DTypeBF16:
 		w.Format, w.U16 = cpu.FormatBF16, t.U16()
 	default:
-		g := t.GroupSize
-		if g <= 0 || k%g != 0 || (k*t.DType.Bits())%32 != 0 {
-			return nil, fmt.Errorf("kernels: upload: %s%v: group size %d does not divide the %d columns into whole words", t.DType, t.Shape, g, k)
-		}
-		if t.Scales == nil || t.Biases == nil || t.Scales.Len() != n*k/g || t.Biases.Len() != n*k/g ||
-			t.Scales.DType != DTypeF32 || t.Biases.DType != DTypeF32 {
-			return nil, fmt.Errorf("kernels: upload: %s%v: scales and biases must be f32 with %d elements", t.DType, t.Shape, n*k/g)
-		}
 		w.Format = cpu.FormatQ
-		w.Q = &cpu.QMatrix{Bits: t.DType.Bits(), GroupSize: g, W: t.U32(), Scales: t.Scales.F32(), Biases: t.Biases.F32()}
+		w.Q = &cpu.QMatrix{Bits: t.DType.Bits(), GroupSize: t.GroupSize, W: t.U32(), Scales: t.Scales.F32(), Biases: t.Biases.F32()}
 	}
 	return w, nil
 }

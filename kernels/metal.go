@@ -14,21 +14,29 @@ import (
 // same kernels (package shaders) through this same dispatch code.
 //
 // Ops are encoded into one command buffer and run when [Metal.Sync] (or
-// [Metal.Download], [Metal.Argmax]) commits it and waits: one command buffer and
-// one CPU wait per Sync. Dependent dispatches are separated by barriers, found by
-// tracking which buffers each dispatch reads and writes. Activations are f32
-// device buffers made by [Metal.New]; weights are copied into device buffers by
-// [Metal.Upload]. A Metal is not safe for concurrent use.
+// [Metal.Download], [Metal.Argmax], [Metal.TopK]) commits it and waits: one command buffer and
+// one CPU wait per Sync. [Metal.ArgmaxAsync] commits without waiting, so the
+// next token's command buffer can be queued behind it (see [Pipeliner]); the
+// device runs committed command buffers in order. Dependent dispatches are
+// separated by barriers, found by tracking which buffers each dispatch reads
+// and writes. Activations are f32
+// device buffers made by [Metal.New]. [Metal.Upload] binds weights in place when
+// their bytes lie in a region registered with [Metal.Map] (an mmap'd file), and
+// copies them into new device buffers otherwise. A Metal is not safe for
+// concurrent use.
 type Metal struct {
 	dev   metal.Device
 	pipes map[string]metal.Pipeline
 	bufs  []metal.Buffer // every buffer this backend made, released by Close
+	maps  []*mapping     // host regions wrapped by Map
 
-	cb      metal.CommandBuffer // nil until the first op after a Sync
-	enc     metal.Encoder
-	pending []metal.Buffer // buffers to release once cb completes
-	last    string         // the last kernel encoded, for error messages
-	err     error          // first encoding error, returned by Sync
+	cb       metal.CommandBuffer // being encoded; nil until the first op after a commit
+	enc      metal.Encoder
+	pending  []metal.Buffer // buffers to release once cb completes
+	last     string         // the last kernel encoded, for error messages
+	err      error          // first encoding error, returned by Sync
+	inflight []committed    // committed and not yet waited for, oldest first
+	seq      int64          // command buffers committed so far
 
 	// Hazard tracking since the last barrier (buffer granularity).
 	written, read []metal.Buffer
@@ -44,9 +52,19 @@ type Metal struct {
 		tg    [2]int
 	}
 
-	attnPart  metal.Buffer // flash-decoding partials, grown on demand
-	argmaxOut metal.Buffer // 16 bytes: the Argmax result
+	attnPart  metal.Buffer    // flash-decoding partials, grown on demand
+	argmaxOut metal.Buffer    // 16 bytes: the Argmax result
+	toks      tokenQueue      // ArgmaxAsync results (Pipeliner)
+	topkPart  [2]metal.Buffer // TopK's pass outputs, grown on demand
 	stats     Stats
+}
+
+// committed is a command buffer the device may still be running.
+type committed struct {
+	cb      metal.CommandBuffer
+	seq     int64
+	last    string         // its last kernel
+	release []metal.Buffer // to release once it completes
 }
 
 type callBuf struct {
@@ -66,6 +84,11 @@ type Stats struct {
 	Waits          int64         // CPU waits for the device (one per Sync with work)
 	WeightBytes    int64         // weight bytes the encoded kernels read (packed codes, scales, biases)
 	GPUTime        time.Duration // device time of the committed command buffers
+
+	ReadBytes int64 // bytes the host read back: Download, Argmax, NextToken, TopK
+
+	MappedBytes int64 // weight bytes Upload bound in place in a region registered with Map (no copy)
+	CopiedBytes int64 // weight bytes Upload copied into new device buffers
 }
 
 // NewMetal returns a backend running on dev. It compiles nothing up front:
@@ -115,21 +138,33 @@ func (m *Metal) New(shape ...int) *Tensor {
 	return t
 }
 
-// Upload copies a host weight (1-D or 2-D; f32, f16, bf16 or affine-quantized
-// with f32 scales and biases) into device buffers and returns the device tensor.
+// Upload makes a host weight (1-D or 2-D; f32, f16, bf16 or affine-quantized
+// with f32 scales and biases) usable on the device and returns the device
+// tensor. Bytes inside a region registered with [Metal.Map], at an offset the
+// kernels can read (4-byte aligned; 2 for f16 and bf16), are bound in place;
+// others are copied into a new buffer. Stats.MappedBytes and
+// Stats.CopiedBytes count which path each byte took.
 func (m *Metal) Upload(t *Tensor) (*Tensor, error) {
-	if _, err := hostWeight(t); err != nil { // the same checks as the CPU backend
+	if _, _, err := checkWeight(t); err != nil { // the same checks as the CPU backend
 		return nil, err
 	}
 	if t.DType.Quantized() && t.GroupSize%8 != 0 {
 		return nil, fmt.Errorf("kernels: upload: %s%v: group size %d is not a multiple of 8 (the metal kernels read 8 codes at a time)", t.DType, t.Shape, t.GroupSize)
 	}
 	d := &Tensor{DType: t.DType, Shape: append([]int(nil), t.Shape...), GroupSize: t.GroupSize}
-	var err error
-	if d.Buf, err = m.upload(t.Data); err != nil {
-		return nil, err
+	if b, off, ok := m.mapped(t.Data, elemAlign(t.DType)); ok {
+		d.Buf, d.Off = b, off
+		m.stats.MappedBytes += int64(len(t.Data))
+	} else {
+		b, err := m.upload(t.Data)
+		if err != nil {
+			return nil, err
+		}
+		d.Buf = b
+		m.stats.CopiedBytes += int64(len(t.Data))
 	}
 	if t.Scales != nil {
+		var err error
 		if d.Scales, err = m.Upload(t.Scales); err != nil {
 			return nil, err
 		}
@@ -160,38 +195,60 @@ func (m *Metal) Download(dst []float32, src *Tensor) error {
 	b := bufOf("Download", src)
 	n := min(len(dst), src.Len())
 	copy(dst[:n], unsafe.Slice((*float32)(unsafe.Pointer(&b.Contents()[src.Off])), n))
+	m.stats.ReadBytes += int64(4 * n)
 	return nil
 }
 
-// Sync commits the command buffer of the ops enqueued since the last Sync,
-// waits for it and returns the first encoding or device error.
+// Sync commits the command buffer of the ops enqueued since the last commit,
+// waits for every committed command buffer and returns the first encoding or
+// device error.
 func (m *Metal) Sync(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if m.cb == nil {
-		err := m.err
-		m.err = nil
-		return err
+	m.commit()
+	err := m.wait(len(m.inflight))
+	if m.err != nil {
+		err = m.err // the encoding error explains the device's
 	}
-	cb, enc, last := m.cb, m.enc, m.last
-	m.cb, m.enc, m.last = nil, nil, ""
-	m.written, m.read = m.written[:0], m.read[:0]
-	enc.End()
-	cb.Commit()
-	m.stats.CommandBuffers++
-	m.stats.Waits++
-	werr := cb.Wait()
-	m.stats.GPUTime += cb.GPUDuration()
-	for _, b := range m.pending {
-		m.release(b)
-	}
-	m.pending = m.pending[:0]
-	err := m.err
 	m.err = nil
-	if err == nil && werr != nil {
-		err = fmt.Errorf("kernels: metal: command buffer (last kernel %s): %w", last, werr)
+	return err
+}
+
+// commit ends the command buffer being encoded, if any, and commits it without
+// waiting.
+func (m *Metal) commit() {
+	if m.cb == nil {
+		return
 	}
+	m.enc.End()
+	m.cb.Commit()
+	m.seq++
+	m.stats.CommandBuffers++
+	m.inflight = append(m.inflight, committed{cb: m.cb, seq: m.seq, last: m.last, release: m.pending})
+	m.cb, m.enc, m.last, m.pending = nil, nil, "", nil
+	m.written, m.read = m.written[:0], m.read[:0]
+}
+
+// wait blocks until the n oldest committed command buffers completed (one CPU
+// wait), releases their transient buffers and returns the first device error.
+func (m *Metal) wait(n int) error {
+	if n == 0 {
+		return nil
+	}
+	m.stats.Waits++
+	var err error
+	for _, c := range m.inflight[:n] {
+		werr := c.cb.Wait()
+		m.stats.GPUTime += c.cb.GPUDuration()
+		for _, b := range c.release {
+			m.release(b)
+		}
+		if werr != nil && err == nil {
+			err = fmt.Errorf("kernels: metal: command buffer (last kernel %s): %w", c.last, werr)
+		}
+	}
+	m.inflight = append(m.inflight[:0], m.inflight[n:]...)
 	return err
 }
 
@@ -214,7 +271,7 @@ func (m *Metal) Close() error {
 	for _, b := range m.bufs {
 		b.Release()
 	}
-	m.bufs = nil
+	m.bufs, m.maps = nil, nil
 	return err
 }
 

@@ -36,21 +36,31 @@ func (m *Metal) Embed(dst, table *Tensor, tokens []int32, scale float32) {
 	if L == 0 {
 		return
 	}
-	m.begin(embedNames[table.DType])
-	setArgs(m, embedArgs{D: uint32(D), GroupSize: uint32(table.GroupSize), Scale: scale, L: uint32(L)})
-	m.in(1, table)
+	m.beginEmbed(dst, table, scale, L)
 	ids := unsafe.Slice((*byte)(unsafe.Pointer(&tokens[0])), 4*L)
 	if len(ids) <= 4096 { // setBytes' limit
 		m.bytes(2, ids)
 	} else if b := m.transient(ids); b != nil {
 		m.bind(2, b, 0, false)
 	}
+	m.runEmbed(table, L)
+}
+
+// beginEmbed starts embed_<table dtype>_f32 for L tokens; the caller binds
+// their ids at [[buffer(2)]] and calls runEmbed.
+func (m *Metal) beginEmbed(dst, table *Tensor, scale float32, L int) {
+	m.begin(embedNames[table.DType])
+	setArgs(m, embedArgs{D: uint32(table.Cols()), GroupSize: uint32(table.GroupSize), Scale: scale, L: uint32(L)})
+	m.in(1, table)
 	m.out(3, dst)
 	if table.DType.Quantized() {
 		m.in(4, table.Scales)
 		m.in(5, table.Biases)
 	}
+}
+
+func (m *Metal) runEmbed(table *Tensor, L int) {
 	// (⌈D/256⌉, L) threadgroups of 256 threads: one element per thread.
-	m.run(metal.Size{W: (D + 255) / 256, H: L, D: 1}, metal.Size{W: 256, H: 1, D: 1})
+	m.run(metal.Size{W: (table.Cols() + 255) / 256, H: L, D: 1}, metal.Size{W: 256, H: 1, D: 1})
 	m.stats.WeightBytes += weightBytes(table, L)
 }

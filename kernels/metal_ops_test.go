@@ -24,6 +24,7 @@ func TestArgsLayout(t *testing.T) {
 		{"add_args", unsafe.Sizeof(addArgs{}), 8},
 		{"unary_args", unsafe.Sizeof(unaryArgs{}), 8},
 		{"argmax_args", unsafe.Sizeof(argmaxArgs{}), 16},
+		{"topk_args", unsafe.Sizeof(topkArgs{}), 16},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: Go mirror is %d bytes, common.h says %d", c.name, c.got, c.want)

@@ -83,6 +83,16 @@ func QuantDType(bits int) (DType, bool) {
 // it is the packed codes only (cols·bits/8, a whole number of uint32 words).
 func (d DType) RowBytes(cols int) int { return cols * d.Bits() / 8 }
 
+// elemAlign is the alignment in bytes that viewing or reading d's data as
+// elements needs: f32 values and the packed uint32 codes of affine types are
+// 4-byte words, f16 and bf16 2-byte halves.
+func elemAlign(d DType) int {
+	if d == DTypeF16 || d == DTypeBF16 {
+		return 2
+	}
+	return 4
+}
+
 // A Tensor is a row-major array on some device. Shape is the logical shape; a
 // quantized tensor's Shape is that of the dequantized matrix (rows, cols), its
 // Data holds the packed codes and Scales/Biases (rows, cols/GroupSize) hold the

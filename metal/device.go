@@ -38,6 +38,9 @@ type Device interface {
 	CommandBuffer() (CommandBuffer, error)
 	// MaxWorkingSet is the recommended limit on resident bytes.
 	MaxWorkingSet() int64
+	// MaxBufferLength is the largest buffer in bytes (maxBufferLength). Longer
+	// data, such as a weight file wrapped with BufferNoCopy, must be split.
+	MaxBufferLength() int
 	Release()
 }
 

@@ -183,6 +183,9 @@ func (d *device) Name() string { return d.info.Name }
 // MaxWorkingSet is recommendedMaxWorkingSetSize in bytes.
 func (d *device) MaxWorkingSet() int64 { return d.info.MaxWorkingSet }
 
+// MaxBufferLength is maxBufferLength in bytes.
+func (d *device) MaxBufferLength() int { return int(d.info.MaxBufferLength) }
+
 // Info describes the device; AllocatedSize is read now.
 func (d *device) Info() Info {
 	in := d.info

@@ -175,8 +175,8 @@ func TestInfo(t *testing.T) {
 	if in.MaxWorkingSet <= 0 || in.MaxWorkingSet != d.MaxWorkingSet() {
 		t.Errorf("MaxWorkingSet %d, Info().MaxWorkingSet %d", d.MaxWorkingSet(), in.MaxWorkingSet)
 	}
-	if in.MaxBufferLength <= 0 || in.MaxThreadgroupMemory <= 0 {
-		t.Errorf("MaxBufferLength %d, MaxThreadgroupMemory %d", in.MaxBufferLength, in.MaxThreadgroupMemory)
+	if in.MaxBufferLength <= 0 || in.MaxThreadgroupMemory <= 0 || int64(d.MaxBufferLength()) != in.MaxBufferLength {
+		t.Errorf("MaxBufferLength %d, Info().MaxBufferLength %d, MaxThreadgroupMemory %d", d.MaxBufferLength(), in.MaxBufferLength, in.MaxThreadgroupMemory)
 	}
 }
 

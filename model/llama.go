@@ -227,9 +227,22 @@ func reshape(t *kernels.Tensor) *kernels.Tensor {
 // forward runs tokens at positions [pos, pos+L) through the decoder, writes K and V
 // into the cache, and leaves the last token's logits in s.logits.
 func (m *llama) forward(b kernels.Backend, s *acts, c *cache, tokens []int32, pos int) {
+	b.Embed(s.x, m.embed, tokens, m.scale) // (L, D)
+	m.decoder(b, s, c, pos)
+}
+
+// forwardArgmax is forward of one token at pos (s is the 1-row state): the
+// token p's latest ArgmaxAsync left on the device.
+func (m *llama) forwardArgmax(p kernels.Pipeliner, b kernels.Backend, s *acts, c *cache, pos int) {
+	p.EmbedArgmax(s.x, m.embed, m.scale) // (1, D)
+	m.decoder(b, s, c, pos)
+}
+
+// decoder runs the embedded tokens in s.x at positions [pos, pos+L) through the
+// blocks and the head.
+func (m *llama) decoder(b kernels.Backend, s *acts, c *cache, pos int) {
 	cfg := m.cfg
 	eps := cfg.RMSNormEps
-	b.Embed(s.x, m.embed, tokens, m.scale) // (L, D)
 	for i := range m.layers {
 		l := &m.layers[i]
 		b.RMSNorm(s.h, s.x, l.attnNorm, eps) // (L, D)

@@ -46,6 +46,10 @@ type Model struct {
 	tokens  []int32  // the tokens whose K/V are in the cache, in order
 	tok     [1]int32 // the decode step's input, kept here so the step allocates nothing
 	weights int64
+
+	topIDs  [kernels.MaxTopK]int32 // stepTopK's results
+	topVals [kernels.MaxTopK]float32
+	topCand []candidate
 }
 
 // Load opens a Hugging Face model directory.
@@ -99,6 +103,9 @@ func build(cfg *Config, eos []int32, l *loader, o Options) (*Model, error) {
 	}
 	start := time.Now()
 	l.b = m.b
+	if l.files != nil {
+		l.files.mapInto(m.b)
+	}
 	if o.Quant != 0 {
 		g := o.QuantGroup
 		if g == 0 {
@@ -321,13 +328,36 @@ func (m *Model) Generate(ctx context.Context, prompt []int32, o GenerateOptions,
 	history := slices.Clone(prompt)
 	// Greedy decoding that needs neither logprobs nor the penalty asks the device for
 	// the argmax, so only the token crosses back (kernels.Argmaxer; the CPU downloads).
+	// A kernels.Pipeliner also runs one step ahead (see stepAhead).
 	onDevice := o.Temperature <= 0 && !o.Logprobs && (o.RepeatPenalty <= 0 || o.RepeatPenalty == 1)
+	pipe, _ := m.b.(kernels.Pipeliner)
+	if !onDevice {
+		pipe = nil
+	}
+	// Sampling with a top-k the device can select copies back only k candidates
+	// (kernels.TopKer). The penalty changes logits before top-k, and logprobs need
+	// them all: both download the logits instead.
+	topk, _ := m.b.(kernels.TopKer)
+	if o.Temperature <= 0 || o.TopK <= 0 || o.TopK > kernels.MaxTopK || o.Logprobs || (o.RepeatPenalty > 0 && o.RepeatPenalty != 1) {
+		topk = nil
+	}
+	ahead := false // the step of tok (the token about to be emitted) already runs
+	finish := func(stop Stop, err error) (*Result, error) {
+		if ahead { // generation ends at tok: undo its step
+			if derr := m.dropAhead(pipe); err == nil {
+				err = derr
+			}
+			ahead = false
+		}
+		r.Stop = stop
+		return r, err
+	}
 	tok := smp.sample(logits, history)
 	t0 = time.Now()
 	defer func() { r.DecodeDuration = time.Since(t0) }()
 	for {
 		if err := ctx.Err(); err != nil {
-			return r, err
+			return finish("", err)
 		}
 		tk := Token{ID: tok}
 		if o.Logprobs {
@@ -336,25 +366,83 @@ func (m *Model) Generate(ctx context.Context, prompt []int32, o GenerateOptions,
 		r.Tokens = append(r.Tokens, tk)
 		history = append(history, tok)
 		if emit != nil && !emit(tk) {
-			r.Stop = StopCaller
-			return r, nil
+			return finish(StopCaller, nil)
 		}
 		if !o.IgnoreEOS && slices.Contains(m.EOS, tok) {
-			r.Stop = StopEOS
-			return r, nil
+			return finish(StopEOS, nil)
 		}
 		if (o.MaxTokens > 0 && len(r.Tokens) >= o.MaxTokens) || len(m.tokens) >= m.cache.maxSeq {
-			r.Stop = StopLength
-			return r, nil
+			return finish(StopLength, nil)
 		}
-		if onDevice {
+		switch {
+		case pipe != nil:
+			// Run ahead unless the token after tok is sure to be the last.
+			more := len(m.tokens)+1 < m.cache.maxSeq && (o.MaxTokens <= 0 || len(r.Tokens)+1 < o.MaxTokens)
+			tok, ahead, err = m.stepAhead(pipe, tok, ahead, more)
+		case onDevice:
 			tok, err = m.stepArgmax(tok)
-		} else if logits, err = m.step(tok); err == nil {
-			tok = smp.sample(logits, history)
+		case topk != nil:
+			var c []candidate
+			if c, err = m.stepTopK(topk, tok, o.TopK); err == nil {
+				tok = smp.pick(c)
+			}
+		default:
+			if logits, err = m.step(tok); err == nil {
+				tok = smp.sample(logits, history)
+			}
 		}
 		if err != nil {
-			return r, err
+			return finish("", err)
 		}
 		r.DecodeSteps++
 	}
+}
+
+// stepTopK decodes tok and returns the k best candidates for the next token,
+// selected on the device, sorted as topK sorts them.
+func (m *Model) stepTopK(t kernels.TopKer, tok int32, k int) ([]candidate, error) {
+	if err := m.decode(tok); err != nil {
+		return nil, err
+	}
+	n, err := t.TopK(m.topIDs[:k], m.topVals[:k], m.one.logits)
+	if err != nil {
+		return nil, err
+	}
+	c := m.topCand[:0]
+	for j := range n {
+		c = append(c, candidate{m.topIDs[j], m.topVals[j]})
+	}
+	m.topCand = c
+	return c, nil
+}
+
+// stepAhead returns the greedy token after tok on a pipelining backend. Unless
+// tok's step already runs (ahead), it starts it from the host's tok. With more,
+// it then starts the step after, whose input is tok's step's argmax, still on
+// the device, before waiting for that argmax: while the host waits for token
+// n, step n+1 is queued behind it. It reports whether that step was started.
+func (m *Model) stepAhead(p kernels.Pipeliner, tok int32, ahead, more bool) (next int32, started bool, err error) {
+	if ahead {
+		m.tokens = append(m.tokens, tok) // its step ran at this position: keep it
+	} else {
+		if err := m.decode(tok); err != nil {
+			return 0, false, err
+		}
+		p.ArgmaxAsync(m.one.logits)
+	}
+	if more { // the caller checked that position len(m.tokens) is in the context
+		m.net.forwardArgmax(p, m.b, m.one, m.cache, len(m.tokens))
+		p.ArgmaxAsync(m.one.logits)
+	}
+	next, err = p.NextToken()
+	return next, more, err
+}
+
+// dropAhead undoes the step started ahead for a token generation will not
+// run: it waits for it and forgets the K/V it wrote, so that the cache holds
+// exactly m.tokens.
+func (m *Model) dropAhead(p kernels.Pipeliner) error {
+	_, err := p.NextToken()
+	m.cache.truncate(len(m.tokens))
+	return err
 }

@@ -5,10 +5,13 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/ingot-llm/ingot/kernels"
 )
 
 // maxHeader bounds the JSON header of a safetensors file (the format's own limit is
@@ -136,6 +139,8 @@ func parseShardIndex(name string, b []byte) (map[string]string, error) {
 type weightFiles struct {
 	tensors map[string]*stTensor
 	maps    [][]byte // to unmap on Close
+	largest []int    // per map: bytes of its largest tensor
+	unmaps  []func() error
 	meta    map[string]string
 }
 
@@ -182,6 +187,11 @@ func openWeights(dir string) (*weightFiles, error) {
 			w.Close()
 			return nil, err
 		}
+		largest := 0
+		for _, t := range ts {
+			largest = max(largest, len(t.Data))
+		}
+		w.largest = append(w.largest, largest)
 		if w.meta == nil {
 			w.meta = meta
 		}
@@ -205,9 +215,34 @@ func openWeights(dir string) (*weightFiles, error) {
 	return w, nil
 }
 
-// Close unmaps the files. Tensors viewing them must no longer be used.
+// mapInto offers each file to b when it can use host memory as device memory
+// (kernels.Mapper), so that uploading tensors read straight from the files
+// copies nothing. A backend that cannot wrap a file copies its tensors instead.
+func (w *weightFiles) mapInto(b kernels.Backend) {
+	mp, ok := b.(kernels.Mapper)
+	if !ok {
+		return
+	}
+	for i, f := range w.maps {
+		unmap, err := mp.Map(f, w.largest[i])
+		if err != nil {
+			slog.Warn("model: weights will be copied to the device", "err", err)
+			continue
+		}
+		w.unmaps = append(w.unmaps, unmap)
+	}
+}
+
+// Close releases the device's views of the files, then unmaps them. Tensors
+// viewing them must no longer be used.
 func (w *weightFiles) Close() error {
 	var first error
+	for _, unmap := range w.unmaps {
+		if err := unmap(); err != nil && first == nil {
+			first = err
+		}
+	}
+	w.unmaps = nil
 	for _, b := range w.maps {
 		if err := unmapFile(b); err != nil && first == nil {
 			first = err

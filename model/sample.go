@@ -63,11 +63,17 @@ func (s *sampler) sample(logits []float32, history []int32) int32 {
 	for i, l := range logits {
 		c = append(c, candidate{int32(i), l})
 	}
-	c = topK(c, s.o.TopK)
+	s.cand = c[:0]
+	return s.pick(topK(c, s.o.TopK))
+}
+
+// pick draws from candidates sorted by decreasing logit, ties by lower id (what
+// topK returns, on the host or the device): temperature, softmax, top-p, min-p,
+// then one number from the RNG.
+func (s *sampler) pick(c []candidate) int32 {
 	softmax(c, s.o.Temperature)
 	c = topP(c, s.o.TopP)
 	c = minP(c, s.o.MinP)
-	s.cand = c[:0]
 	return draw(c, s.rng.Float32())
 }
 

@@ -103,4 +103,13 @@ struct argmax_args {
     uint pad2;
 };
 
+// topk_args (16 bytes): the k best of n elements (topk_f32) or pairs
+// (topk_merge_f32), per chunk of 1024.
+struct topk_args {
+    uint n;
+    uint k;
+    uint pad0;
+    uint pad1;
+};
+
 #endif // INGOT_SHADERS_COMMON_H

@@ -204,10 +204,15 @@ func generate(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	o2 := f.options()
 	if st, ok := b.(statser); ok && f.verbose {
+		s := st.Stats()
+		fmt.Fprintf(stderr, "[weights: %.2f MB used in place from the mapped files, %.2f MB copied to the device]\n",
+			float64(s.MappedBytes)/1e6, float64(s.CopiedBytes)/1e6)
 		st.ResetStats()
 		n := 0
 		o2.OnToken = func(model.Token) {
-			// Counters since the last token: the prefill for the first, one decode step after.
+			// Counters since the last token: the prefill for the first, one decode step
+			// after. Greedy decoding on a pipelining backend (kernels.Pipeliner) commits
+			// each step one token early: token 1 shows two command buffers, the last none.
 			s := st.Stats()
 			st.ResetStats()
 			fmt.Fprintf(stderr, "[token %d: %d dispatches, %d command buffers, %d CPU waits, %.2f MB of weights read]\n",

@@ -244,6 +244,28 @@ func selftestCases() []selftestCase {
 			return download(b, big)
 		}},
 	)
+	cs = append(cs, selftestCase{"topk", "V=151936 k=64, ties", func(b kernels.Backend) ([]float32, error) {
+		x := randF32(16, 151936, 1)
+		for i := range x {
+			x[i] = float32(math.Round(float64(x[i])*8) / 8) // many ties: the lower id must win
+		}
+		ids, vals := make([]int32, 64), make([]float32, 64)
+		if t, ok := b.(kernels.TopKer); ok {
+			xt, err := input(b, x, 1, len(x))
+			if err != nil {
+				return nil, err
+			}
+			if _, err := t.TopK(ids, vals, xt); err != nil {
+				return nil, err
+			}
+		} else {
+			kernels.TopKHost(ids, vals, x)
+		}
+		for _, id := range ids {
+			vals = append(vals, float32(id))
+		}
+		return vals, nil
+	}})
 	for _, at := range []struct {
 		name       string
 		L, pos     int

@@ -5,6 +5,7 @@ package msl
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"strings"
@@ -157,7 +158,12 @@ func (d *Device) Kernels() []string {
 // NewBuffer returns a zeroed buffer of n bytes that ends (to 16-byte
 // granularity) right before an inaccessible page, so reading past its end
 // faults and is reported naming the kernel.
-func (d *Device) NewBuffer(n int) (metal.Buffer, error) { return newGuarded(n) }
+func (d *Device) NewBuffer(n int) (metal.Buffer, error) {
+	if n > d.MaxBufferLength() {
+		return nil, fmt.Errorf("msl: NewBuffer: %d bytes exceeds the maximum buffer length %d", n, d.MaxBufferLength())
+	}
+	return newGuarded(n)
+}
 
 func newGuarded(n int) (*Buffer, error) {
 	if n <= 0 {
@@ -179,15 +185,19 @@ func newGuarded(n int) (*Buffer, error) {
 }
 
 // BufferNoCopy wraps b (page-aligned host memory, e.g. mmap'd weights)
-// without copying. It has no guard page.
+// without copying. It has no guard page. Like Metal, it counts the length in
+// whole pages against the maximum buffer length.
 func (d *Device) BufferNoCopy(b []byte) (metal.Buffer, error) {
-	if len(b) == 0 {
+	pg := os.Getpagesize()
+	switch {
+	case len(b) == 0:
 		return nil, errors.New("msl: BufferNoCopy: empty slice")
-	}
-	if uintptr(unsafe.Pointer(&b[0]))%uintptr(os.Getpagesize()) != 0 {
+	case uintptr(unsafe.Pointer(&b[0]))%uintptr(pg) != 0:
 		return nil, errors.New("msl: BufferNoCopy: memory is not page-aligned")
+	case (len(b)+pg-1)/pg*pg > d.MaxBufferLength():
+		return nil, fmt.Errorf("msl: BufferNoCopy: %d bytes (in whole pages) exceeds the maximum buffer length %d", len(b), d.MaxBufferLength())
 	}
-	return &Buffer{data: b}, nil
+	return &Buffer{data: b[:len(b):len(b)]}, nil
 }
 
 // Pipeline returns the kernel with this host name.
@@ -209,6 +219,14 @@ func (d *Device) MaxWorkingSet() int64 {
 		return 8 << 30
 	}
 	return int64(si.Totalram) * int64(si.Unit) / 4 * 3
+}
+
+// MaxBufferLength is Options.MaxBufferLength, or math.MaxInt when that is 0.
+func (d *Device) MaxBufferLength() int {
+	if d.opts.MaxBufferLength > 0 {
+		return d.opts.MaxBufferLength
+	}
+	return math.MaxInt
 }
 
 // Release does nothing: the library stays loaded (see [library]).

@@ -26,4 +26,5 @@ func (d *Device) Pipeline(name string) (metal.Pipeline, error) {
 }
 func (d *Device) CommandBuffer() (metal.CommandBuffer, error) { return nil, ErrUnsupported }
 func (d *Device) MaxWorkingSet() int64                        { return 0 }
+func (d *Device) MaxBufferLength() int                        { return 0 }
 func (d *Device) Release()                                    {}

@@ -1,12 +1,16 @@
 package msl_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ingot-llm/ingot/internal/msl"
 	"github.com/ingot-llm/ingot/internal/msl/msltest"
@@ -152,5 +156,60 @@ func TestMultipleCommandBuffersAndOffsets(t *testing.T) {
 	}
 	if cb.GPUDuration() <= 0 {
 		t.Error("no duration")
+	}
+}
+
+func TestBufferNoCopyAndMaxBufferLength(t *testing.T) {
+	pg := os.Getpagesize()
+	d := msltest.OpenOptions(t, msl.Options{Strict: true, MaxBufferLength: 2 * pg}, files(t, "reduce.metal")...)
+	if got := d.MaxBufferLength(); got != 2*pg {
+		t.Fatalf("MaxBufferLength = %d, want %d", got, 2*pg)
+	}
+	mem, err := unix.Mmap(-1, 0, 3*pg, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	for _, c := range []struct {
+		name string
+		b    []byte
+		want string // error substring; "" for success
+	}{
+		{"misaligned", mem[4 : 4+pg], "page-aligned"},
+		{"empty", mem[:0], "empty"},
+		{"2 pages", mem[:2*pg], ""},
+		{"rounds up to 3 pages", mem[:2*pg+1], "exceeds the maximum buffer length"},
+	} {
+		b, err := d.BufferNoCopy(c.b)
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s: BufferNoCopy: %v, want %q", c.name, err, c.want)
+		}
+		if b != nil {
+			b.Release()
+		}
+	}
+	if _, err := d.NewBuffer(2*pg + 1); err == nil || !strings.Contains(err.Error(), "exceeds the maximum buffer length") {
+		t.Errorf("NewBuffer past the limit: %v", err)
+	}
+
+	// A kernel reads and writes the host memory itself.
+	x := unsafe.Slice((*float32)(unsafe.Pointer(&mem[0])), 32)
+	for i := range x {
+		x[i] = float32(i)
+	}
+	xb, err := d.BufferNoCopy(mem[:pg])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer xb.Release()
+	if err := dispatch(t, d, "reduce_sum_f32", size(1), size(32), func(e metal.Encoder) {
+		e.SetBytes(0, u32Bytes(32))
+		e.SetBuffer(1, xb, 0)
+		e.SetBuffer(2, xb, 32*4) // the sum lands right after x, in the same pages
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := math.Float32frombits(binary.LittleEndian.Uint32(mem[32*4:])); got != 31*32/2 {
+		t.Errorf("sum written through the no-copy buffer: %v, want %v", got, 31*32/2)
 	}
 }

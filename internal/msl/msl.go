@@ -35,6 +35,10 @@ type Options struct {
 	// Threads is the number of threadgroups run in parallel; 0 means
 	// runtime.NumCPU().
 	Threads int
+	// MaxBufferLength is the largest buffer NewBuffer and BufferNoCopy
+	// accept, in bytes; 0 means no limit. Tests set a small value to exercise
+	// code that splits data the way a real device's maxBufferLength forces.
+	MaxBufferLength int
 }
 
 // ErrUnsupported is returned by [Open] and [Available] where the interpreter
