@@ -35,6 +35,9 @@ type kernelSet struct {
 	// r], or adds that to dst if acc.
 	pTile  func(dst []float32, dstride int, p []float32, kc int, x []float32, xstride int, acc bool)
 	pTileL int
+	// dPanel, if set, is QMatrix.dequantPanel for the widths it takes (it
+	// returns false for the others).
+	dPanel func(p []float32, q *QMatrix, n0, K, k0, kn int) bool
 }
 
 // kern is the kernel set MatMul uses.

@@ -240,6 +240,7 @@ var kernVNNI = kernelSet{
 	dTile:  dTileAVX512,
 	dTileN: 4, dTileL: 6,
 	pTile:  pTileAVX512,
+	dPanel: dPanelAVX512,
 	pTileL: 12,
 }
 
@@ -283,3 +284,39 @@ func qMatVecB4(dst *float32, n int, w *uint32, wstride int, s, b *float32, G int
 
 //go:noescape
 func qMatVecB8(dst *float32, n int, w *uint32, wstride int, s, b *float32, G int, xb *int8, nchunk int, soff, idx *int32, kmsk uint64, dq, sx, cr *float32, tmsk uint64)
+
+//go:noescape
+func dequantPanel4(p *float32, w *uint32, s, b *float32, groups, wpg int, woff, soff *int32)
+
+//go:noescape
+func dequantPanel8(p *float32, w *uint32, s, b *float32, groups, wpg int, woff, soff *int32)
+
+// dPanelAVX512 dequantizes a prefill panel of 4/8-bit codes (see
+// QMatrix.dequantPanel) sixteen rows at a time; other widths return false.
+func dPanelAVX512(p []float32, q *QMatrix, n0, K, k0, kn int) bool {
+	gs, bits := q.GroupSize, q.Bits
+	if bits != 4 && bits != 8 || gs%32 != 0 {
+		return false
+	}
+	words, G := K*bits/32, K/gs
+	wpg := gs * bits / 32
+	_ = p[panelN*kn-1]
+	_ = q.W[(n0+panelN)*words-1]
+	_ = q.Scales[(n0+panelN)*G-1]
+	_ = q.Biases[(n0+panelN)*G-1]
+	var woff, soff [16]int32
+	for r := range woff {
+		woff[r], soff[r] = int32(4*r*words), int32(4*r*G)
+	}
+	for h := 0; h < panelN; h += 16 {
+		n := n0 + h
+		w, s, b := &q.W[n*words+k0*bits/32], &q.Scales[n*G+k0/gs], &q.Biases[n*G+k0/gs]
+		// direct calls: through a func value the offsets would escape
+		if bits == 4 {
+			dequantPanel4(&p[h], w, s, b, kn/gs, wpg, &woff[0], &soff[0])
+		} else {
+			dequantPanel8(&p[h], w, s, b, kn/gs, wpg, &woff[0], &soff[0])
+		}
+	}
+	return true
+}

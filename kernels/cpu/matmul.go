@@ -219,7 +219,9 @@ func (t *mmTask) doQPanel(db *deqBuf, n0, n1 int) int {
 		for k0 := 0; k0 < K; k0 += kc {
 			kn := min(kc, K-k0)
 			pn := db.p[:panelN*kn]
-			q.dequantPanel(pn, nb, K, k0, kn)
+			if k.dPanel == nil || !k.dPanel(pn, q, nb, K, k0, kn) {
+				q.dequantPanel(pn, nb, K, k0, kn)
+			}
 			acc := k0 > 0
 			l := 0
 			for ; l+tl <= L; l += tl {

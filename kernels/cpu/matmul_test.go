@@ -429,3 +429,37 @@ func TestDotQFloat(t *testing.T) {
 		}
 	}
 }
+
+// TestDequantPanelAsm checks the panel dequantization kernels bit for bit
+// against QMatrix.dequantPanel (itself checked against DequantRow through
+// TestMatMul's prefill cases), on both 16-row halves and several groups.
+func TestDequantPanelAsm(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	for _, ks := range kernelSets() {
+		if ks.dPanel == nil {
+			continue
+		}
+		for _, bits := range []int{2, 3, 4, 5, 6, 8} {
+			for _, gs := range []int{32, 64, 128} {
+				K := 5 * gs
+				w := randWeight(r, FormatQ, 2*panelN, K, bits, gs)
+				for _, c := range []struct{ n0, k0, kn int }{{0, 0, K}, {panelN, gs, 3 * gs}, {1, 4 * gs, gs}} {
+					want := make([]float32, panelN*c.kn)
+					w.Q.dequantPanel(want, c.n0, K, c.k0, c.kn)
+					got := make([]float32, panelN*c.kn)
+					if !ks.dPanel(got, w.Q, c.n0, K, c.k0, c.kn) {
+						if bits == 4 || bits == 8 {
+							t.Fatalf("%s: q%d gs=%d not taken", ks.name, bits, gs)
+						}
+						continue
+					}
+					for i := range want {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%s q%d gs=%d %+v: p[%d] = %g, want %g", ks.name, bits, gs, c, i, got[i], want[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}
