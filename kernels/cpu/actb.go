@@ -36,6 +36,10 @@ type actB struct {
 	idx  [16]int32 // lane → group of the lane, relative to the chunk's first
 	kmsk uint64    // scale lanes to load per chunk: (1 << groups per chunk) − 1
 
+	// scratch of Do: Σx and Σt per group, L·G
+	sums []float64
+	tsum []int64
+
 	// the call in flight (see Do)
 	x    []float32
 	gs   int
@@ -75,6 +79,7 @@ func (a *actB) quantize(p *Pool, x []float32, L, K, gs, bits int) {
 	a.dq = grow(a.dq, L)
 	a.sx = grow(a.sx, L*G)
 	a.cr = grow(a.cr, L*G)
+	a.sums, a.tsum = grow(a.sums, L*G), grow(a.tsum, L*G)
 	a.soff = grow(a.soff, K/C)
 	for j := range a.soff {
 		a.soff[j] = int32(4 * (j * C / gs))
@@ -98,35 +103,45 @@ func (a *actB) Do(lo, hi int) {
 	c := float64(int(1)<<a.bits-1) / 2
 	for l := lo; l < hi; l++ {
 		x := a.x[l*K : (l+1)*K]
-		var a0, a1 uint32 // |x| bits, which order like the values; two chains
-		for k := 0; k+1 < len(x); k += 2 {
-			a0 = max(a0, math.Float32bits(x[k])&^(1<<31))
-			a1 = max(a1, math.Float32bits(x[k+1])&^(1<<31))
+		am, ok := absMaxBitsAsm(x)
+		if !ok {
+			var a0, a1 uint32 // |x| bits, which order like the values; two chains
+			for k := 0; k+1 < len(x); k += 2 {
+				a0 = max(a0, math.Float32bits(x[k])&^(1<<31))
+				a1 = max(a1, math.Float32bits(x[k+1])&^(1<<31))
+			}
+			am = max(a0, a1)
 		}
-		d := math.Float32frombits(max(a0, a1)) / bMaxT
+		d := math.Float32frombits(am) / bMaxT
 		a.dq[l] = d
 		xb := a.xb[3*l*K : 3*(l+1)*K]
-		for g := range G {
-			s, ts := quantGroupB(xb, x, g*gs, (g+1)*gs, C, d)
-			a.sx[l*G+g] = float32(s)
-			a.cr[l*G+g] = float32(c * (s - float64(d)*float64(ts)))
+		sx, cr := a.sx[l*G:(l+1)*G], a.cr[l*G:(l+1)*G]
+		id := 0.0
+		if d != 0 {
+			id = 1 / float64(d)
+		}
+		sums, tsum := a.sums[l*G:(l+1)*G], a.tsum[l*G:(l+1)*G]
+		if !quantRowBAsm(xb, x, gs, C, id, sums, tsum) {
+			for g := range G {
+				sums[g], tsum[g] = quantGroupB(xb, x, g*gs, (g+1)*gs, C, id)
+			}
+		}
+		for g, s := range sums {
+			sx[g] = float32(s)
+			cr[g] = float32(c * (s - float64(d)*float64(tsum[g])))
 		}
 	}
 }
 
-// quantGroupB rounds x[k0:k1) (within whole chunks' reach) to t = round(x/d),
+// quantGroupB rounds x[k0:k1) (within whole chunks' reach) to t = round(x·id),
 // stores each t's three bytes in xb (a row's planes, see actB) and returns Σx
 // in float64 and Σt.
-func quantGroupB(xb []int8, x []float32, k0, k1, C int, d float32) (sum float64, ts int64) {
+func quantGroupB(xb []int8, x []float32, k0, k1, C int, id float64) (sum float64, ts int64) {
 	var s0, s1 float64
 	for k := k0; k+1 < k1; k += 2 {
 		s0, s1 = s0+float64(x[k]), s1+float64(x[k+1])
 	}
 	sum = s0 + s1
-	id := 0.0
-	if d != 0 {
-		id = 1 / float64(d)
-	}
 	const magic64 = 6755399441055744 // 1.5·2⁵²: adding it rounds to an integer (ties to even)
 	for k := k0; k < k1; k++ {
 		t := int32(int64(math.Float64bits(float64(x[k])*id+magic64)) - int64(math.Float64bits(magic64)))

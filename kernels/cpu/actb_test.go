@@ -15,10 +15,24 @@ func TestQuantGroupB(t *testing.T) {
 		C := bChunk(bits)
 		K := 3 * C
 		x := randVec(r, K)
+		x[7] = 0.5 * float32(1e3/bMaxT) // a tie: rounds to even
 		x[5] = -1e3 // the row's amax: t = −bMaxT exactly
 		var a actB
 		a.quantize(nil, x, 1, K, 32, bits)
 		dx := float64(a.dq[0])
+		// the group sums against the Go loop (the assembly's, when it ran)
+		goxb := make([]int8, 3*K)
+		for g := range K / 32 {
+			s, ts := quantGroupB(goxb, x, 32*g, 32*(g+1), C, 1/dx)
+			if ts != a.tsum[g] || math.Abs(s-a.sums[g]) > 1e-12*math.Abs(s)+1e-30 {
+				t.Fatalf("q%d: group %d: Σx %g Σt %d, Go %g %d", bits, g, a.sums[g], a.tsum[g], s, ts)
+			}
+		}
+		for i := range goxb {
+			if goxb[i] != a.xb[i] {
+				t.Fatalf("q%d: plane byte %d = %d, Go %d", bits, i, a.xb[i], goxb[i])
+			}
+		}
 		for k := range K {
 			j := k/C*3*C + xbIndex(k%C, C)
 			tk := int64(a.xb[j])<<16 + int64(a.xb[j+C])<<8 + int64(a.xb[j+2*C])

@@ -222,6 +222,7 @@ var (
 	hasAVX2 = cpuid.CPU.Supports(cpuid.AVX, cpuid.AVX2, cpuid.FMA3, cpuid.F16C)
 	hasVNNI = hasAVX2 && cpuid.CPU.Supports(cpuid.AVX512F, cpuid.AVX512VL, cpuid.AVX512BW, cpuid.AVX512VNNI)
 	hasGFNI = hasVNNI && cpuid.CPU.Supports(cpuid.GFNI)
+	hasAVX512 = hasAVX2 && cpuid.CPU.Supports(cpuid.AVX512F, cpuid.AVX512BW, cpuid.AVX512VL)
 )
 
 // kernVNNI: AVX-512 VNNI byte dots (VPDPBUSD, with GFNI) for 4/8-bit rows of
@@ -318,5 +319,31 @@ func dPanelAVX512(p []float32, q *QMatrix, n0, K, k0, kn int) bool {
 			dequantPanel8(&p[h], w, s, b, kn/gs, wpg, &woff[0], &soff[0])
 		}
 	}
+	return true
+}
+
+//go:noescape
+func absMaxBits(x *float32, n int) uint32
+
+//go:noescape
+func quantRowB(xb *int8, x *float32, groups, gs, C int, id float64, sums *float64, tsum *int64)
+
+// absMaxBitsAsm is actB's amax when the CPU has AVX-512 (n a multiple of 16).
+func absMaxBitsAsm(x []float32) (uint32, bool) {
+	if !hasAVX512 || len(x) == 0 || len(x)%16 != 0 {
+		return 0, false
+	}
+	return absMaxBits(&x[0], len(x)), true
+}
+
+// quantRowBAsm is actB's quantization of one row when the CPU has AVX-512:
+// xb (3·len(x)) gets the planes, sums and tsum (one per group of gs) Σx and Σt.
+func quantRowBAsm(xb []int8, x []float32, gs, C int, id float64, sums []float64, tsum []int64) bool {
+	G := len(x) / gs
+	if !hasAVX512 || G == 0 || gs%32 != 0 || len(x)%C != 0 {
+		return false
+	}
+	_, _, _ = xb[3*len(x)-1], sums[G-1], tsum[G-1]
+	quantRowB(&xb[0], &x[0], G, gs, C, id, &sums[0], &tsum[0])
 	return true
 }

@@ -7,3 +7,9 @@ package cpu
 var asmSets []*kernelSet
 
 func sumBytesAsm(b []byte) (uint64, bool) { return 0, false }
+
+func absMaxBitsAsm(x []float32) (uint32, bool) { return 0, false }
+
+func quantRowBAsm(xb []int8, x []float32, gs, C int, id float64, sums []float64, tsum []int64) bool {
+	return false
+}
