@@ -16,7 +16,7 @@ func TestQuantGroupB(t *testing.T) {
 		K := 3 * C
 		x := randVec(r, K)
 		x[7] = 0.5 * float32(1e3/bMaxT) // a tie: rounds to even
-		x[5] = -1e3 // the row's amax: t = −bMaxT exactly
+		x[5] = -1e3                     // the row's amax: t = −bMaxT exactly
 		var a actB
 		a.quantize(nil, x, 1, K, 32, bits)
 		dx := float64(a.dq[0])

@@ -219,9 +219,9 @@ func fTileAVX2(dst []float32, dstride int, w *Weight, n0 int, x []float32) {
 }
 
 var (
-	hasAVX2 = cpuid.CPU.Supports(cpuid.AVX, cpuid.AVX2, cpuid.FMA3, cpuid.F16C)
-	hasVNNI = hasAVX2 && cpuid.CPU.Supports(cpuid.AVX512F, cpuid.AVX512VL, cpuid.AVX512BW, cpuid.AVX512VNNI)
-	hasGFNI = hasVNNI && cpuid.CPU.Supports(cpuid.GFNI)
+	hasAVX2   = cpuid.CPU.Supports(cpuid.AVX, cpuid.AVX2, cpuid.FMA3, cpuid.F16C)
+	hasVNNI   = hasAVX2 && cpuid.CPU.Supports(cpuid.AVX512F, cpuid.AVX512VL, cpuid.AVX512BW, cpuid.AVX512VNNI)
+	hasGFNI   = hasVNNI && cpuid.CPU.Supports(cpuid.GFNI)
 	hasAVX512 = hasAVX2 && cpuid.CPU.Supports(cpuid.AVX512F, cpuid.AVX512BW, cpuid.AVX512VL)
 )
 
