@@ -12,18 +12,6 @@ import (
 // below have bounds-checked; strides are in bytes unless named G or K.
 
 //go:noescape
-func qMatVec8VNNI(dst *float32, n int, w *uint32, wstride int, s, b *float32, G int, xq *int16, dq *float32, sx, cr *float32, bpg int, mask *int32)
-
-//go:noescape
-func qMatVec4VNNI(dst *float32, n int, w *uint32, wstride int, s, b *float32, G int, xq *int16, dq *float32, sx, cr *float32, bpg int, mask *int32)
-
-//go:noescape
-func qMatVec8VNNI2(dst *float32, n int, w *uint32, wstride int, s, b *float32, G int, xq *int16, dq *float32, sx, cr *float32, bpg int, mask *int32)
-
-//go:noescape
-func qMatVec4VNNI2(dst *float32, n int, w *uint32, wstride int, s, b *float32, G int, xq *int16, dq *float32, sx, cr *float32, bpg int, mask *int32)
-
-//go:noescape
 func qMatVec8AVX2(dst *float32, n int, w *uint32, wstride int, s, b *float32, G int, xq *int16, dq *float32, sx, cr *float32, bpg int, mask *int32)
 
 //go:noescape
@@ -59,73 +47,32 @@ func fTileBF16(dst *float32, dstride int, w *uint16, K int, x *float32)
 //go:noescape
 func sumBytes(p *byte, n int) uint64
 
-type qMatVecAsm func(dst *float32, n int, w *uint32, wstride int, s, b *float32, G int, xq *int16, dq *float32, sx, cr *float32, bpg int, mask *int32)
-
 // tailMask[8-r:] starts with r all-ones lanes: the bias pass's mask for the last
 // G mod 8 groups.
 var tailMask = [16]int32{-1, -1, -1, -1, -1, -1, -1, -1}
 
-// qKernels names the mat-vec kernel for each case and the codes per block
-// each one's bpg counts.
-type qKernels struct {
-	q4x32, q4x64, q8x32, q8x64 qMatVecAsm
-	b8x64                      int // block of q8x64: 64 (VNNI) or 32 (AVX2)
-
-	// two-row variants of q4x64 and q8x64 (even n), if any
-	q4x64two, q8x64two qMatVecAsm
-}
-
-// pick returns the kernel for q, its two-row variant (or nil) and its blocks
-// per group: the 4-bit kernels follow actQ's chunk (q4Chunk), 64 values when
-// groups allow, else 32.
-func (t *qKernels) pick(q *QMatrix) (one, two qMatVecAsm, bpg int) {
+// qMatVecAVX2 runs the int16 mat-vec kernels: the 4-bit ones follow actQ's
+// chunk (q4Chunk), 64 values when groups allow, else 32; the 8-bit one takes
+// blocks of 32.
+func qMatVecAVX2(dst []float32, q *QMatrix, K, n0 int, a *actQ, l int) {
+	n := len(dst)
+	if n == 0 {
+		return
+	}
+	G, words := a.G, K*q.Bits/32
+	w := q.W[n0*words : (n0+n)*words]
+	s, b := q.Scales[n0*G:(n0+n)*G], q.Biases[n0*G:(n0+n)*G]
+	xq, dq := a.xq[2*l*K:2*(l+1)*K], a.dq[l:l+1]
+	sx, cr := a.sx[l*a.Gp:(l+1)*a.Gp], a.cr[l*a.Gp:(l+1)*a.Gp]
 	gs := q.GroupSize
+	f, bpg := qMatVec8AVX2, gs/32
 	switch {
 	case q.Bits == 4 && gs%64 == 0:
-		return t.q4x64, t.q4x64two, gs / 64
+		f, bpg = qMatVec4AVX264, gs/64
 	case q.Bits == 4:
-		return t.q4x32, nil, gs / 32
-	case gs%64 == 0:
-		return t.q8x64, t.q8x64two, gs / t.b8x64
+		f = qMatVec4AVX2
 	}
-	return t.q8x32, nil, gs / 32
-}
-
-// qMatVecWith adapts mat-vec kernels to kernelSet.qMatVec.
-func qMatVecWith(t qKernels) func(dst []float32, q *QMatrix, K, n0 int, a *actQ, l int) {
-	return func(dst []float32, q *QMatrix, K, n0 int, a *actQ, l int) {
-		n := len(dst)
-		if n == 0 {
-			return
-		}
-		G, words := a.G, K*q.Bits/32
-		w := q.W[n0*words : (n0+n)*words]
-		s, b := q.Scales[n0*G:(n0+n)*G], q.Biases[n0*G:(n0+n)*G]
-		xq, dq := a.xq[2*l*K:2*(l+1)*K], a.dq[l:l+1]
-		sx, cr := a.sx[l*a.Gp:(l+1)*a.Gp], a.cr[l*a.Gp:(l+1)*a.Gp]
-		one, two, bpg := t.pick(q)
-		if two != nil && n >= 2 {
-			two(&dst[0], n, &w[0], words*4, &s[0], &b[0], G, &xq[0], &dq[0], &sx[0], &cr[0],
-				bpg, &tailMask[8-G%8])
-			if n%2 == 0 {
-				return
-			}
-			i := n - 1
-			w, s, b = w[i*words:], s[i*G:], b[i*G:]
-			dst, n = dst[i:], 1
-		}
-		one(&dst[0], n, &w[0], words*4, &s[0], &b[0], G, &xq[0], &dq[0], &sx[0], &cr[0],
-			bpg, &tailMask[8-G%8])
-	}
-}
-
-// bdotIf returns the byte-dot mat-vec if ok (the kernels need GFNI besides
-// AVX-512 VNNI), else nil.
-func bdotIf(ok bool) func(dst []float32, q *QMatrix, K, n0 int, a *actB, l int) {
-	if !ok {
-		return nil
-	}
-	return qMatVecBAsm
+	f(&dst[0], n, &w[0], words*4, &s[0], &b[0], G, &xq[0], &dq[0], &sx[0], &cr[0], bpg, &tailMask[8-G%8])
 }
 
 // qMatVecBAsm runs the byte-dot kernels (see actB).
@@ -140,8 +87,11 @@ func qMatVecBAsm(dst []float32, q *QMatrix, K, n0 int, a *actB, l int) {
 	xb := a.xb[3*l*K : 3*(l+1)*K]
 	sx, cr := a.sx[l*G:(l+1)*G], a.cr[l*G:(l+1)*G]
 	f := qMatVecB8
-	if q.Bits == 4 {
+	switch {
+	case q.Bits == 4 && hasGFNI:
 		f = qMatVecB4
+	case q.Bits == 4:
+		f = qMatVecB4S
 	}
 	f(&dst[0], n, &w[0], words*4, &s[0], &b[0], G, &xb[0], K/a.C, &a.soff[0], &a.idx[0], a.kmsk,
 		&a.dq[l], &sx[0], &cr[0], 1<<(G%16)-1)
@@ -225,16 +175,13 @@ var (
 	hasAVX512 = hasAVX2 && cpuid.CPU.Supports(cpuid.AVX512F, cpuid.AVX512BW, cpuid.AVX512VL)
 )
 
-// kernVNNI: AVX-512 VNNI byte dots (VPDPBUSD, with GFNI) for 4/8-bit rows of
-// whole chunks, else int16 dots (VPDPWSSD, 512-bit) for 4/8-bit groups of 64·m,
-// the AVX2 ones otherwise; AVX2+FMA+F16C floats.
+// kernVNNI: AVX-512 VNNI byte dots (VPDPBUSD) for 4/8-bit rows of whole
+// chunks, the AVX2 int16 ones otherwise; AVX2+FMA+F16C floats, AVX-512 tiles.
 var kernVNNI = kernelSet{
-	name:  "avx512vnni",
-	avail: hasVNNI,
-	qMatVec: qMatVecWith(qKernels{
-		q4x32: qMatVec4AVX2, q4x64: qMatVec4VNNI, q8x32: qMatVec8AVX2, q8x64: qMatVec8VNNI, b8x64: 64,
-		q4x64two: qMatVec4VNNI2, q8x64two: qMatVec8VNNI2}),
-	qMatVecB: bdotIf(hasGFNI),
+	name:     "avx512vnni",
+	avail:    hasVNNI,
+	qMatVec:  qMatVecAVX2,
+	qMatVecB: qMatVecBAsm,
 	fMatVec:  fMatVecAVX2,
 	fTile:    fTileAVX2,
 	fTileN:   2, fTileL: 4,
@@ -247,10 +194,9 @@ var kernVNNI = kernelSet{
 
 // kernAVX2: AVX2 VPMADDWD int16 dots, AVX2+FMA+F16C floats.
 var kernAVX2 = kernelSet{
-	name:  "avx2",
-	avail: hasAVX2,
-	qMatVec: qMatVecWith(qKernels{
-		q4x32: qMatVec4AVX2, q4x64: qMatVec4AVX264, q8x32: qMatVec8AVX2, q8x64: qMatVec8AVX2, b8x64: 32}),
+	name:    "avx2",
+	avail:   hasAVX2,
+	qMatVec: qMatVecAVX2,
 	fMatVec: fMatVecAVX2,
 	fTile:   fTileAVX2,
 	fTileN:  2, fTileL: 4,
@@ -282,6 +228,9 @@ func sumBytesAsm(b []byte) (uint64, bool) {
 
 //go:noescape
 func qMatVecB4(dst *float32, n int, w *uint32, wstride int, s, b *float32, G int, xb *int8, nchunk int, soff, idx *int32, kmsk uint64, dq, sx, cr *float32, tmsk uint64)
+
+//go:noescape
+func qMatVecB4S(dst *float32, n int, w *uint32, wstride int, s, b *float32, G int, xb *int8, nchunk int, soff, idx *int32, kmsk uint64, dq, sx, cr *float32, tmsk uint64)
 
 //go:noescape
 func qMatVecB8(dst *float32, n int, w *uint32, wstride int, s, b *float32, G int, xb *int8, nchunk int, soff, idx *int32, kmsk uint64, dq, sx, cr *float32, tmsk uint64)

@@ -58,6 +58,26 @@ GLOBL b256<>(SB), RODATA|NOPTR, $4
 	VPERMPS     S, Z7, S; \
 	VFMADD231PS S, A0, F
 
+// ROW4S is ROW4 without GFNI: the high nibbles by a shift and a mask.
+#define ROW4S(caddr, saddr, F, C, H, A0, A1, A2, S) \
+	VMOVDQU64   caddr, C; \
+	VPSRLW      $4, C, H; \
+	VPANDD      Z6, C, C; \
+	VPANDD      Z6, H, H; \
+	VPXORD      A0, A0, A0; \
+	VPDPBUSD    Z0, C, A0; \
+	VPDPBUSD    Z1, H, A0; \
+	VPSLLD      $8, A0, A0; \
+	VPDPBUSD    Z2, C, A0; \
+	VPDPBUSD    Z3, H, A0; \
+	VPSLLD      $8, A0, A0; \
+	VPDPBUSD    Z4, C, A0; \
+	VPDPBUSD    Z5, H, A0; \
+	VCVTDQ2PS   A0, A0; \
+	VMOVUPS.Z   saddr, K1, S; \
+	VPERMPS     S, Z7, S; \
+	VFMADD231PS S, A0, F
+
 // ROW8 adds one chunk of an 8-bit row to F, as ROW4 (H unused).
 #define ROW8(caddr, saddr, F, C, H, A0, A1, A2, S) \
 	VMOVDQU64   caddr, C; \
@@ -214,6 +234,11 @@ TEXT ·qMatVecB4(SB), NOSPLIT, $0-128
 	VPBROADCASTD b0f<>(SB), Z6
 	VPBROADCASTQ bhi4<>(SB), Z24
 	BODY(ROW4, LOADX4, 384)
+
+// qMatVecB4S: qMatVecB4 for CPUs without GFNI.
+TEXT ·qMatVecB4S(SB), NOSPLIT, $0-128
+	VPBROADCASTD b0f<>(SB), Z6
+	BODY(ROW4S, LOADX4, 384)
 
 // qMatVecB8: as qMatVecB4 for 8-bit codes.
 TEXT ·qMatVecB8(SB), NOSPLIT, $0-128
