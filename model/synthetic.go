@@ -153,3 +153,11 @@ func (s *synthetic) vector(name string, n int) []float32 {
 	}
 	return f
 }
+
+// SyntheticMatrix returns a host (rows, cols) weight of dtype dt filled as
+// Synthetic fills a model's (quantized dtypes: group size 64), for kernel
+// benchmarks. cols must be a multiple of 64.
+func SyntheticMatrix(dt kernels.DType, rows, cols int, seed uint64) *kernels.Tensor {
+	s := &synthetic{dt: dt, rng: rand.NewPCG(seed, seed+1)}
+	return s.matrix(rows, cols)
+}

@@ -39,12 +39,18 @@ type Result struct {
 	GFLOPs      float64 `json:"gflop_s"`
 	WeightBytes int64   `json:"weight_bytes"`
 	BandwidthGB float64 `json:"bandwidth_gb_s"` // the probe: multi-threaded read of a 512 MB buffer
+
+	// kernel tests (see kernels.go): tok_s is calls per second
+	USPerCall    float64 `json:"us_per_call,omitempty"`
+	GPUUSPerCall float64 `json:"gpu_us_per_call,omitempty"` // from GPU timestamps (Metal)
 }
 
-// test is "pp512" (prefill 512 tokens) or "tg128" (decode 128 tokens one by one).
+// test is "pp512" (prefill 512 tokens), "tg128" (decode 128 tokens one by
+// one) or a kernel test (see kernels.go: mv, mm512, norm, rope, attn512).
 type test struct {
 	name    string
 	prefill bool
+	kernel  bool
 	n       int
 }
 
@@ -52,14 +58,25 @@ func parseTests(s string) ([]test, error) {
 	var ts []test
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
-		if len(f) < 3 {
-			return nil, fmt.Errorf("-test %q: want ppN or tgN", f)
+		switch f {
+		case "mv", "norm", "rope":
+			ts = append(ts, test{name: f, kernel: true})
+			continue
 		}
-		n, err := strconv.Atoi(f[2:])
-		if err != nil || n <= 0 || (f[:2] != "pp" && f[:2] != "tg") {
-			return nil, fmt.Errorf("-test %q: want ppN or tgN with N > 0", f)
+		num := strings.TrimLeft(f, "abcdefghijklmnopqrstuvwxyz")
+		kind := f[:len(f)-len(num)]
+		n, err := strconv.Atoi(num)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("-test %q: want ppN, tgN, mv, mmN, norm, rope or attnN with N > 0", f)
 		}
-		ts = append(ts, test{f, f[:2] == "pp", n})
+		switch kind {
+		case "pp", "tg":
+			ts = append(ts, test{name: f, prefill: kind == "pp", n: n})
+		case "mm", "attn":
+			ts = append(ts, test{name: f, kernel: true, n: n})
+		default:
+			return nil, fmt.Errorf("-test %q: want ppN, tgN, mv, mmN, norm, rope or attnN", f)
+		}
 	}
 	return ts, nil
 }
@@ -72,10 +89,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("model", "", "model directory (default: a synthetic model, see -shape)")
 	shape := fs.String("shape", "llama-3.2-1b", "synthetic model shape: "+strings.Join(model.ShapeNames(), ", "))
 	dtype := fs.String("dtype", "q4", "weights: q4, q8, bf16, f16 or f32 (with -model: quantize on load to q4/q8, else as stored)")
-	tests := fs.String("test", "pp512,tg128", "comma-separated tests: ppN (prefill N tokens), tgN (decode N tokens)")
+	tests := fs.String("test", "pp512,tg128", "comma-separated tests: ppN (prefill N tokens), tgN (decode N tokens); kernels: mv (mat-vecs), mmN (mat-mats at L=N), norm, rope, attnN (decode attention over N positions)")
 	threads := fs.Int("threads", 0, "CPU threads (0: all physical cores)")
 	reps := fs.Int("reps", 3, "repetitions per test")
-	backend := fs.String("backend", "cpu", "backend: cpu")
+	backend := fs.String("backend", "cpu", "backend: cpu, metal, metal-emu (the MSL interpreter: slow) or auto")
 	asJSON := fs.Bool("json", false, "print a JSON array instead of a table")
 	seed := fs.Uint64("seed", 1, "seed of the synthetic weights and prompt tokens")
 	verbose := fs.Bool("v", false, "log details to stderr")
@@ -118,9 +135,15 @@ func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int
 			maxPP = max(maxPP, t.n)
 		}
 	}
-	ctxLen := 0
+	kernelsOnly := true
 	for _, t := range ts {
-		ctxLen = max(ctxLen, t.n+1)
+		kernelsOnly = kernelsOnly && t.kernel
+	}
+	ctxLen := 1
+	for _, t := range ts {
+		if !t.kernel {
+			ctxLen = max(ctxLen, t.n+1)
+		}
 	}
 	b, err := kernels.Open(backend, threads)
 	if err != nil {
@@ -153,6 +176,14 @@ func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int
 	rng := rand.New(rand.NewPCG(seed, 7))
 	var results []Result
 	for _, t := range ts {
+		if t.kernel {
+			rs, err := runKernels(ctx, b, m.Config, dt, dtype, nameOf(dir, shape), t, threads, reps, bw, seed, stderr)
+			if err != nil {
+				return err
+			}
+			results = append(results, rs...)
+			continue
+		}
 		tokens := make([]int32, t.n)
 		for i := range tokens {
 			tokens[i] = int32(rng.IntN(m.Config.VocabSize))
@@ -203,6 +234,14 @@ func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(w, "model\tdtype\tbackend\tthreads\ttest\ttok/s\tGB/s\t%% of %.1f GB/s\tGFLOP/s\t\n", bw)
 	for _, r := range results {
+		if r.USPerCall > 0 {
+			us := fmt.Sprintf("%.1f µs", r.USPerCall)
+			if r.GPUUSPerCall > 0 {
+				us += fmt.Sprintf(" (GPU %.1f µs)", r.GPUUSPerCall)
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%.1f\t%.0f%%\t%.1f\t\n", r.Model, r.DType, r.Backend, r.Threads, r.Test, us, r.GBs, 100*r.BWFraction, r.GFLOPs)
+			continue
+		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%.2f ± %.2f\t%.1f\t%.0f%%\t%.1f\t\n", r.Model, r.DType, r.Backend, r.Threads, r.Test, r.TokS, r.TokSSD, r.GBs, 100*r.BWFraction, r.GFLOPs)
 	}
 	return w.Flush()

@@ -42,9 +42,43 @@ func TestParseTests(t *testing.T) {
 	if err != nil || len(ts) != 2 || !ts[0].prefill || ts[0].n != 512 || ts[1].prefill || ts[1].n != 128 {
 		t.Errorf("parseTests: %v %v", ts, err)
 	}
-	for _, bad := range []string{"", "pp", "xx12", "tg0", "pp-1"} {
+	ts, err = parseTests("mv,mm64,norm,rope,attn256")
+	if err != nil || len(ts) != 5 || !ts[0].kernel || ts[1].n != 64 || ts[4].name != "attn256" || ts[4].n != 256 {
+		t.Errorf("parseTests kernels: %v %v", ts, err)
+	}
+	for _, bad := range []string{"", "pp", "xx12", "tg0", "pp-1", "mm", "attn", "mv3", "norm2"} {
 		if _, err := parseTests(bad); err == nil {
 			t.Errorf("parseTests(%q) succeeded", bad)
 		}
+	}
+}
+
+// TestKernelRows runs each kernel test on a small shape: one row per matrix
+// (mv, mmN) or op, with positive rates and the test:shape names.
+func TestKernelRows(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := Main(context.Background(), []string{"-shape", "qwen2.5-0.5b", "-dtype", "q8", "-test", "mv,mm16,norm,rope,attn32", "-reps", "1", "-threads", "2", "-json"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal(out.Bytes(), &rows); err != nil {
+		t.Fatalf("not a JSON array: %v\n%s", err, out.String())
+	}
+	count := map[string]int{}
+	for _, r := range rows {
+		name := r["test"].(string)
+		kind, _, ok := strings.Cut(name, ":")
+		if !ok {
+			t.Errorf("row %q: want test:shape", name)
+		}
+		count[kind]++
+		if r["tok_s"].(float64) <= 0 || r["us_per_call"].(float64) <= 0 || r["gflop_s"].(float64) <= 0 {
+			t.Errorf("row %v", r)
+		}
+	}
+	// q, kv, o, gate/up, down, lm_head; mm skips lm_head
+	if count["mv"] != 6 || count["mm16"] != 5 || count["norm"] != 1 || count["rope"] != 1 || count["attn32"] != 1 {
+		t.Errorf("rows per test %v", count)
 	}
 }

@@ -1,0 +1,209 @@
+package benchtool
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/ingot-llm/ingot/kernels"
+	"github.com/ingot-llm/ingot/model"
+)
+
+// A kernel test times one backend op on the shapes of a model config:
+//
+//	mv      every distinct weight matrix at L = 1 (decode mat-vec): GB/s of
+//	        weights, rotating over copies that exceed the last-level cache
+//	mmN     the same matrices at L = N (prefill mat-mat): GFLOP/s
+//	norm    RMSNorm of one (1, D) row
+//	rope    RoPE of one token's query heads
+//	attnN   decode attention of one token over N cached positions
+//
+// Rows are named test:shape, e.g. "mv:q 2048x2048". Rates come from the wall
+// clock around R calls and one Sync; on a device backend that keeps statistics
+// (Metal), gpu_ms is the device time per call from the command buffers' GPU
+// timestamps.
+func isKernelTest(name string) bool {
+	for _, p := range []string{"mv", "mm", "norm", "rope", "attn"} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// statser is a backend that counts device work (kernels.Metal).
+type statser interface {
+	Stats() kernels.Stats
+	ResetStats()
+}
+
+// kernelCase is one timed op: run encodes one call.
+type kernelCase struct {
+	shape        string
+	bytes, flops float64 // per call
+	run          func()
+}
+
+func kernelTests(ctx context.Context, b kernels.Backend, cfg *model.Config, dt kernels.DType, name string, n, reps int, seed uint64) ([]kernelCase, error) {
+	D, F, H, Hkv, Dh, V := cfg.HiddenSize, cfg.IntermediateSize, cfg.NumHeads, cfg.NumKVHeads, cfg.HeadDim, cfg.VocabSize
+	rng := rand.New(rand.NewPCG(seed, 11))
+	vec := func(rows, cols int) (*kernels.Tensor, error) {
+		f := make([]float32, rows*cols)
+		for i := range f {
+			f[i] = float32(rng.NormFloat64())
+		}
+		return b.Upload(kernels.FromF32(f, rows, cols))
+	}
+	var cases []kernelCase
+	switch {
+	case name == "mv" || strings.HasPrefix(name, "mm"):
+		L := 1
+		if name != "mv" {
+			L = n
+		}
+		for _, m := range []struct {
+			what string
+			N, K int
+		}{{"q", H * Dh, D}, {"kv", Hkv * Dh, D}, {"o", D, H * Dh}, {"gate/up", F, D}, {"down", D, F}, {"lm_head", V, D}} {
+			if L > 1 && m.what == "lm_head" {
+				continue // prefill runs lm_head on the last token only
+			}
+			h := model.SyntheticMatrix(dt, m.N, m.K, seed)
+			// mat-vecs rotate over copies of at least 96 MB together, so each
+			// call reads memory rather than a last-level cache
+			ws := make([]*kernels.Tensor, 1)
+			if L == 1 {
+				ws = make([]*kernels.Tensor, max(1, (96<<20+hostBytes(h)-1)/hostBytes(h)))
+			}
+			for i := range ws {
+				w, err := b.Upload(h)
+				if err != nil {
+					return nil, err
+				}
+				ws[i] = w
+			}
+			x, err := vec(L, m.K)
+			if err != nil {
+				return nil, err
+			}
+			dst := b.New(L, m.N)
+			i := 0
+			cases = append(cases, kernelCase{fmt.Sprintf("%s %dx%d", m.what, m.N, m.K), float64(hostBytes(h)),
+				2 * float64(m.N*m.K*L), func() {
+					b.MatMul(dst, x, ws[i%len(ws)])
+					i++
+				}})
+		}
+	case name == "norm":
+		x, err := vec(1, D)
+		if err != nil {
+			return nil, err
+		}
+		w, err := vec(1, D)
+		if err != nil {
+			return nil, err
+		}
+		dst := b.New(1, D)
+		cases = append(cases, kernelCase{fmt.Sprintf("1x%d", D), float64(8 * D), float64(4 * D), func() { b.RMSNorm(dst, x, w, 1e-5) }})
+	case name == "rope":
+		x, err := vec(1, H*Dh)
+		if err != nil {
+			return nil, err
+		}
+		p := &kernels.RoPE{HeadDim: Dh, RotaryDim: Dh, Scale: 1}
+		for i := range Dh / 2 {
+			p.InvFreq = append(p.InvFreq, float32(math.Pow(10000, -2*float64(i)/float64(Dh))))
+		}
+		cases = append(cases, kernelCase{fmt.Sprintf("%dx%d", H, Dh), float64(8 * H * Dh), float64(6 * H * Dh), func() { b.RoPE(x, n, p) }})
+	case strings.HasPrefix(name, "attn"):
+		q, err := vec(1, H*Dh)
+		if err != nil {
+			return nil, err
+		}
+		k, err := vec(n+1, Hkv*Dh)
+		if err != nil {
+			return nil, err
+		}
+		v, err := vec(n+1, Hkv*Dh)
+		if err != nil {
+			return nil, err
+		}
+		dst := b.New(1, H*Dh)
+		p := &kernels.AttnParams{Heads: H, KVHeads: Hkv, HeadDim: Dh, Scale: float32(1 / math.Sqrt(float64(Dh)))}
+		cases = append(cases, kernelCase{fmt.Sprintf("H=%d Hkv=%d Dh=%d ctx=%d", H, Hkv, Dh, n+1), float64(2 * 4 * (n + 1) * Hkv * Dh),
+			float64(4 * (n + 1) * H * Dh), func() { b.Attention(dst, q, k, v, n, p) }})
+	}
+	return cases, ctx.Err()
+}
+
+// hostBytes is what a mat-vec reads of host tensor w: codes or elements, plus
+// scales and biases.
+func hostBytes(w *kernels.Tensor) int {
+	n := len(w.Data)
+	for _, t := range []*kernels.Tensor{w.Scales, w.Biases} {
+		if t != nil {
+			n += len(t.Data)
+		}
+	}
+	return n
+}
+
+// timeKernel runs c in batches of reps calls, each batch ended by a Sync, until
+// 50 ms have passed (after a warm-up call), and returns seconds per call by the
+// wall clock and, on a device with statistics, by GPU time (else 0).
+func timeKernel(ctx context.Context, b kernels.Backend, c kernelCase, reps int) (wall, gpu float64, err error) {
+	c.run()
+	if err := b.Sync(ctx); err != nil {
+		return 0, 0, err
+	}
+	st, _ := b.(statser)
+	if st != nil {
+		st.ResetStats()
+	}
+	calls := 0
+	start := time.Now()
+	for calls == 0 || time.Since(start) < 50*time.Millisecond {
+		for range reps {
+			c.run()
+		}
+		if err := b.Sync(ctx); err != nil {
+			return 0, 0, err
+		}
+		calls += reps
+	}
+	wall = time.Since(start).Seconds() / float64(calls)
+	if st != nil {
+		gpu = st.Stats().GPUTime.Seconds() / float64(calls)
+	}
+	return wall, gpu, nil
+}
+
+// runKernels times kernel test t, one result row per shape.
+func runKernels(ctx context.Context, b kernels.Backend, cfg *model.Config, dt kernels.DType, dtype, modelName string, t test, threads, reps int, bw float64, seed uint64, stderr io.Writer) ([]Result, error) {
+	cases, err := kernelTests(ctx, b, cfg, dt, t.name, t.n, reps, seed)
+	if err != nil {
+		return nil, err
+	}
+	var rs []Result
+	for _, c := range cases {
+		progress(stderr, "%s %s: %s %s", modelName, dtype, t.name, c.shape)
+		wall, gpu, err := timeKernel(ctx, b, c, reps)
+		if err != nil {
+			return nil, err
+		}
+		sec := wall
+		if gpu > 0 {
+			sec = gpu // the device's own time, without the host's encode and wait
+		}
+		r := Result{Model: modelName, DType: dtype, Backend: b.Name(), Threads: threads, Test: t.name + ":" + c.shape, Reps: reps,
+			TokS: 1 / sec, GBs: c.bytes / sec / 1e9, GFLOPs: c.flops / sec / 1e9, BandwidthGB: bw,
+			USPerCall: wall * 1e6, GPUUSPerCall: gpu * 1e6}
+		r.BWFraction = r.GBs / bw
+		rs = append(rs, r)
+	}
+	return rs, nil
+}
