@@ -25,8 +25,10 @@
 // Z0-Z5 planes, Z6 0x0f bytes (4-bit) or 256.0 (8-bit), Z7 idx, Z8-Z11 row sums,
 // K1 scale lanes, K2 tail groups.
 
-// PFBLK is how far ahead of the codes a four-row block prefetches, in rows; PFB
-// how far ahead a single row prefetches, in bytes.
+// PFBLK is how far ahead of the codes a four-row block prefetches, in rows (each
+// block also prefetches the scales and biases of the rows 8 ahead: left to the
+// hardware prefetcher, their misses cost 10–15 % of decode speed); PFB how far
+// ahead a single row prefetches, in bytes.
 #define PFBLK 8
 #define PFB 8192
 #define PF(a) PREFETCHT1 a
@@ -171,6 +173,17 @@ block4: \
 	VPXORD    Z9, Z9, Z9; \
 	VPXORD    Z10, Z10, Z10; \
 	VPXORD    Z11, Z11, Z11; \
+	LEAQ      (R9)(R11*8), DX; \
+	LEAQ      (R10)(R11*8), AX; \
+	MOVQ      R11, R12; \
+	SHRQ      $4, R12; \
+pfsb: \
+	PREFETCHT1 (DX); \
+	PREFETCHT1 (AX); \
+	ADDQ      $64, DX; \
+	ADDQ      $64, AX; \
+	DECQ      R12; \
+	JG        pfsb; \
 	MOVQ      SI, AX; \
 	MOVQ      xb+56(FP), BX; \
 	MOVQ      soff+72(FP), R13; \
