@@ -1,9 +1,9 @@
-//go:build !amd64 || noasm
+//go:build (!amd64 && !arm64) || noasm
 
 package cpu
 
 // asmSets lists the assembly kernel sets this build can run, best first; none
-// without amd64 assembly. arm64 runs the pure-Go kernels for now.
+// without amd64 or arm64 assembly.
 var asmSets []*kernelSet
 
 func sumBytesAsm(b []byte) (uint64, bool) { return 0, false }

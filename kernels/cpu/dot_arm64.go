@@ -1,0 +1,177 @@
+//go:build arm64 && !noasm
+
+package cpu
+
+import "github.com/klauspost/cpuid/v2"
+
+// The assembly kernels in dotb_arm64.s. Pointers index Go slices the wrappers
+// below have bounds-checked; strides are in bytes.
+
+//go:noescape
+func qMatVecB4NEON(dst *float32, n int, w *uint32, wstride int, s, b *float32, sstride, G int, xb *int8, nchunk, lpg int, dq, sx, cr *float32, tsum *int64)
+
+//go:noescape
+func qMatVecB8NEON(dst *float32, n int, w *uint32, wstride int, s, b *float32, sstride, G int, xb *int8, nchunk, lpg int, dq, sx, cr *float32, tsum *int64)
+
+// qMatVecBNEON runs the byte-dot kernels (SDOT, see actB) four rows at a time;
+// a call of fewer than four rows runs each row as a block of four copies.
+// Groups over 1024 codes (beyond the kernels' exact int32 sums) take the Go
+// loop.
+func qMatVecBNEON(dst []float32, q *QMatrix, K, n0 int, a *actB, l int) {
+	n := len(dst)
+	switch {
+	case n == 0:
+	case q.GroupSize > 1024 || !bFits(q, K) || a.C != bChunk(q.Bits) || a.K != K:
+		qMatVecBGo(dst, q, K, n0, a, l)
+	case n >= 4:
+		qMatVecBRows(dst, q, K, n0, a, l, false)
+	default:
+		var t [4]float32
+		for i := range dst {
+			qMatVecBRows(t[:], q, K, n0+i, a, l, true)
+			dst[i] = t[0]
+		}
+	}
+}
+
+// qMatVecBRows runs the kernel on rows [n0, n0+len(dst)), at least four, or,
+// if rep, on row n0 four times.
+func qMatVecBRows(dst []float32, q *QMatrix, K, n0 int, a *actB, l int, rep bool) {
+	n, G := len(dst), a.G
+	words := K * q.Bits / 32
+	rows, ws, ss := n, 4*words, 4*G
+	if rep {
+		rows, ws, ss = 1, 0, 0
+	}
+	w := q.W[n0*words : (n0+rows)*words]
+	s, b := q.Scales[n0*G:(n0+rows)*G], q.Biases[n0*G:(n0+rows)*G]
+	xb := a.xb[3*l*K : 3*(l+1)*K]
+	sx, cr, ts := a.sx[l*G:(l+1)*G], a.cr[l*G:(l+1)*G], a.tsum[l*G:(l+1)*G]
+	f, lpg := qMatVecB4NEON, q.GroupSize/32
+	if q.Bits == 8 {
+		f, lpg = qMatVecB8NEON, q.GroupSize/16
+	}
+	f(&dst[0], n, &w[0], ws, &s[0], &b[0], ss, G, &xb[0], K/a.C, lpg, &a.dq[l], &sx[0], &cr[0], &ts[0])
+}
+
+//go:noescape
+func fMatVecF32NEON(dst *float32, n int, w *float32, wstride, K int, x *float32)
+
+//go:noescape
+func fMatVecF16NEON(dst *float32, n int, w *uint16, wstride, K int, x *float32)
+
+//go:noescape
+func fMatVecBF16NEON(dst *float32, n int, w *uint16, wstride, K int, x *float32)
+
+// fMatVecNEON runs the f32/f16/bf16 mat-vec kernels four rows at a time (a
+// call of fewer than four rows runs each row as a block of four copies); K not
+// a multiple of 8 takes the Go loop.
+func fMatVecNEON(dst []float32, w *Weight, n0 int, x []float32) {
+	n, K := len(dst), w.K
+	switch {
+	case n == 0:
+	case K%8 != 0 || K == 0:
+		fMatVecGo(dst, w, n0, x)
+	case n >= 4:
+		fMatVecRows(dst, w, n0, x, false)
+	default:
+		var t [4]float32
+		for i := range dst {
+			fMatVecRows(t[:], w, n0+i, x, true)
+			dst[i] = t[0]
+		}
+	}
+}
+
+// fMatVecRows runs the kernel on rows [n0, n0+len(dst)), at least four, or, if
+// rep, on row n0 four times.
+func fMatVecRows(dst []float32, w *Weight, n0 int, x []float32, rep bool) {
+	n, K := len(dst), w.K
+	rows, es := n, 4
+	if w.Format != FormatF32 {
+		es = 2
+	}
+	ws := es * K
+	if rep {
+		rows, ws = 1, 0
+	}
+	x = x[:K]
+	switch w.Format {
+	case FormatF32:
+		r := w.F32[n0*K : (n0+rows)*K]
+		fMatVecF32NEON(&dst[0], n, &r[0], ws, K, &x[0])
+	case FormatF16:
+		r := w.U16[n0*K : (n0+rows)*K]
+		fMatVecF16NEON(&dst[0], n, &r[0], ws, K, &x[0])
+	case FormatBF16:
+		r := w.U16[n0*K : (n0+rows)*K]
+		fMatVecBF16NEON(&dst[0], n, &r[0], ws, K, &x[0])
+	}
+}
+
+//go:noescape
+func pTileNEON(dst *float32, dstride int, p *float32, kc int, x *float32, xstride int, acc int)
+
+// pTileNEONL is the tokens of pTileNEON's tile.
+const pTileNEONL = 8
+
+// pTileN runs the 8-token × 32-row panel tile (see kernelSet.pTile).
+func pTileN(dst []float32, dstride int, p []float32, kc int, x []float32, xstride int, acc bool) {
+	_ = dst[(pTileNEONL-1)*dstride+panelN-1]
+	_ = p[kc*panelN-1]
+	_ = x[(pTileNEONL-1)*xstride+kc-1]
+	a := 0
+	if acc {
+		a = 1
+	}
+	pTileNEON(&dst[0], dstride, &p[0], kc, &x[0], xstride, a)
+}
+
+var (
+	hasASIMD   = cpuid.CPU.Supports(cpuid.ASIMD)
+	hasDotProd = hasASIMD && cpuid.CPU.Supports(cpuid.ASIMDDP)
+)
+
+// kernNEONDP: SDOT byte dots for 4/8-bit rows of whole chunks (FEAT_DotProd,
+// ARMv8.2: Apple M1 and later, Neoverse N1, Cortex-A76 and later), and the
+// NEON float kernels.
+var kernNEONDP = kernelSet{
+	name:     "neon-dotprod",
+	avail:    hasDotProd,
+	qMatVec:  qMatVecGo,
+	qMatVecB: qMatVecBNEON,
+	fMatVec:  fMatVecNEON,
+	pTile:    pTileN,
+	pTileL:   pTileNEONL,
+}
+
+// kernNEON: the NEON float kernels (every arm64 CPU); 4/8-bit decode takes
+// the Go int16 dots.
+var kernNEON = kernelSet{
+	name:    "neon",
+	avail:   hasASIMD,
+	qMatVec: qMatVecGo,
+	fMatVec: fMatVecNEON,
+	pTile:   pTileN,
+	pTileL:  pTileNEONL,
+}
+
+// asmSets lists the assembly kernel sets this build can run, best first.
+var asmSets = []*kernelSet{&kernNEONDP, &kernNEON}
+
+func init() {
+	for _, k := range asmSets {
+		if k.avail {
+			kern = *k
+			return
+		}
+	}
+}
+
+func sumBytesAsm(b []byte) (uint64, bool) { return 0, false }
+
+func absMaxBitsAsm(x []float32) (uint32, bool) { return 0, false }
+
+func quantRowBAsm(xb []int8, x []float32, gs, C int, id float64, sums []float64, tsum []int64) bool {
+	return false
+}

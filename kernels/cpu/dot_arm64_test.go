@@ -1,0 +1,128 @@
+//go:build arm64 && !noasm
+
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestMatVecBNEONRows runs the SDOT kernels on every row range of a 9-row
+// matrix (four-row blocks, the block stepped back over the last rows, calls of
+// fewer than four rows), on group sizes beyond checkMatVecB's (a group of 96
+// straddling chunks, 256, 1024, and 2048, which takes the Go loop), against
+// the Go reference.
+func TestMatVecBNEONRows(t *testing.T) {
+	if !hasDotProd {
+		t.Skip("no FEAT_DotProd")
+	}
+	r := rand.New(rand.NewPCG(21, 22))
+	const N = 9
+	for _, bits := range []int{4, 8} {
+		C := bChunk(bits)
+		for _, gs := range []int{32, 96, 256, 1024, 2048} {
+			K := max(gs, C) * 3
+			if K%gs != 0 || K%C != 0 {
+				K = gs * C // 96: a common multiple
+			}
+			w := randWeight(r, FormatQ, N, K, bits, gs)
+			x := randVec(r, K)
+			var a actB
+			a.quantize(nil, x, 1, K, gs, bits)
+			want := make([]float32, N)
+			qMatVecBGo(want, w.Q, K, 0, &a, 0)
+			for n0 := range N {
+				for n := 1; n0+n <= N; n++ {
+					got := make([]float32, n+1)
+					got[n] = 42
+					qMatVecBNEON(got[:n], w.Q, K, n0, &a, 0)
+					if got[n] != 42 {
+						t.Fatalf("q%d gs=%d rows [%d,%d): wrote past the last row", bits, gs, n0, n0+n)
+					}
+					for i := range n {
+						if d := math.Abs(float64(got[i] - want[n0+i])); d > 1e-5*math.Abs(float64(want[n0+i]))+1e-5 {
+							t.Fatalf("q%d gs=%d rows [%d,%d): out[%d] = %g, go %g", bits, gs, n0, n0+n, i, got[i], want[n0+i])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestMatVecBNEONExtremes drives the kernels' int32 sums to their bound:
+// every t at ±bMaxT (x constant) and every code at an extreme, in groups of
+// 1024, the largest the wrapper takes. An overflow would be off by 2³².
+func TestMatVecBNEONExtremes(t *testing.T) {
+	if !hasDotProd {
+		t.Skip("no FEAT_DotProd")
+	}
+	const N, gs = 4, 1024
+	for _, bits := range []int{4, 8} {
+		for _, c := range []uint32{0, 1<<bits - 1} {
+			for _, xv := range []float32{1, -1} {
+				K := 2 * gs
+				q := &QMatrix{Bits: bits, GroupSize: gs, W: make([]uint32, N*K*bits/32),
+					Scales: make([]float32, N*K/gs), Biases: make([]float32, N*K/gs)}
+				var word uint32
+				for i := 0; i < 32; i += bits {
+					word |= c << i
+				}
+				for i := range q.W {
+					q.W[i] = word
+				}
+				for i := range q.Scales {
+					q.Scales[i], q.Biases[i] = 1, 0.5
+				}
+				x := make([]float32, K)
+				for i := range x {
+					x[i] = xv
+				}
+				var a actB
+				a.quantize(nil, x, 1, K, gs, bits)
+				want := make([]float32, N)
+				qMatVecBGo(want, q, K, 0, &a, 0)
+				exact := float64(K) * float64(xv) * (float64(c) + 0.5)
+				got := make([]float32, N)
+				qMatVecBNEON(got, q, K, 0, &a, 0)
+				for i := range got {
+					if d := math.Abs(float64(got[i]) - exact); d > 1e-5*math.Abs(exact)+1e-3 {
+						t.Errorf("q%d code %d x %g: out[%d] = %g, want %g (go %g)", bits, c, xv, i, got[i], exact, want[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestFMatVecNEONRows runs the float mat-vec kernels on every row range of a
+// 9-row matrix, at K around their 16- and 8-element steps, against the Go loop.
+func TestFMatVecNEONRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 24))
+	const N = 9
+	for _, f := range []struct {
+		f    Format
+		name string
+	}{{FormatF32, "f32"}, {FormatF16, "f16"}, {FormatBF16, "bf16"}} {
+		for _, K := range []int{8, 16, 24, 40, 136, 12} {
+			t.Run(fmt.Sprintf("%s/K=%d", f.name, K), func(t *testing.T) {
+				w := randWeight(r, f.f, N, K, 0, 0)
+				x := randVec(r, K)
+				want, mag, _ := ref(w, x, 1)
+				for n0 := range N {
+					for n := 1; n0+n <= N; n++ {
+						got := make([]float32, n+1)
+						got[n] = 42
+						fMatVecNEON(got[:n], w, n0, x)
+						if got[n] != 42 {
+							t.Fatalf("rows [%d,%d): wrote past the last row", n0, n0+n)
+						}
+						checkRef(t, got[:n], want[n0:], mag[n0:], nil, 0)
+					}
+				}
+			})
+		}
+	}
+}
