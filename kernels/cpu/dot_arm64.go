@@ -47,11 +47,12 @@ func qMatVecBRows(dst []float32, q *QMatrix, K, n0 int, a *actB, l int, rep bool
 	s, b := q.Scales[n0*G:(n0+rows)*G], q.Biases[n0*G:(n0+rows)*G]
 	xb := a.xb[3*l*K : 3*(l+1)*K]
 	sx, cr, ts := a.sx[l*G:(l+1)*G], a.cr[l*G:(l+1)*G], a.tsum[l*G:(l+1)*G]
-	f, lpg := qMatVecB4NEON, q.GroupSize/32
-	if q.Bits == 8 {
-		f, lpg = qMatVecB8NEON, q.GroupSize/16
+	// direct calls: through a func value dst would escape
+	if q.Bits == 4 {
+		qMatVecB4NEON(&dst[0], n, &w[0], ws, &s[0], &b[0], ss, G, &xb[0], K/a.C, q.GroupSize/32, &a.dq[l], &sx[0], &cr[0], &ts[0])
+	} else {
+		qMatVecB8NEON(&dst[0], n, &w[0], ws, &s[0], &b[0], ss, G, &xb[0], K/a.C, q.GroupSize/16, &a.dq[l], &sx[0], &cr[0], &ts[0])
 	}
-	f(&dst[0], n, &w[0], ws, &s[0], &b[0], ss, G, &xb[0], K/a.C, lpg, &a.dq[l], &sx[0], &cr[0], &ts[0])
 }
 
 //go:noescape
@@ -127,6 +128,35 @@ func pTileN(dst []float32, dstride int, p []float32, kc int, x []float32, xstrid
 	pTileNEON(&dst[0], dstride, &p[0], kc, &x[0], xstride, a)
 }
 
+//go:noescape
+func dequantPanel4NEON(p *float32, w *uint32, wstride int, s, b *float32, sstride, groups, wpg int)
+
+//go:noescape
+func dequantPanel8NEON(p *float32, w *uint32, wstride int, s, b *float32, sstride, groups, wpg int)
+
+// dPanelNEON dequantizes a prefill panel of 4/8-bit codes (see
+// QMatrix.dequantPanel) for all 32 rows at once; other widths return false.
+func dPanelNEON(p []float32, q *QMatrix, n0, K, k0, kn int) bool {
+	gs, bits := q.GroupSize, q.Bits
+	if bits != 4 && bits != 8 || gs%32 != 0 || kn < gs {
+		return false
+	}
+	words, G := K*bits/32, K/gs
+	_ = p[panelN*kn-1]
+	_ = q.W[(n0+panelN)*words-1]
+	_ = q.Scales[(n0+panelN)*G-1]
+	_ = q.Biases[(n0+panelN)*G-1]
+	w := &q.W[n0*words+k0*bits/32]
+	s, b := &q.Scales[n0*G+k0/gs], &q.Biases[n0*G+k0/gs]
+	// direct calls: through a func value the arguments would escape
+	if bits == 4 {
+		dequantPanel4NEON(&p[0], w, 4*words, s, b, 4*G, kn/gs, gs/8)
+	} else {
+		dequantPanel8NEON(&p[0], w, 4*words, s, b, 4*G, kn/gs, gs/4)
+	}
+	return true
+}
+
 var (
 	hasASIMD   = cpuid.CPU.Supports(cpuid.ASIMD)
 	hasDotProd = hasASIMD && cpuid.CPU.Supports(cpuid.ASIMDDP)
@@ -143,6 +173,7 @@ var kernNEONDP = kernelSet{
 	fMatVec:  fMatVecNEON,
 	pTile:    pTileN,
 	pTileL:   pTileNEONL,
+	dPanel:   dPanelNEON,
 }
 
 // kernNEON: the NEON float kernels (every arm64 CPU); 4/8-bit decode takes
@@ -154,6 +185,7 @@ var kernNEON = kernelSet{
 	fMatVec: fMatVecNEON,
 	pTile:   pTileN,
 	pTileL:  pTileNEONL,
+	dPanel:  dPanelNEON,
 }
 
 // asmSets lists the assembly kernel sets this build can run, best first.

@@ -126,3 +126,25 @@ func TestFMatVecNEONRows(t *testing.T) {
 		}
 	}
 }
+
+// TestNEONSmallCallAllocs checks that calls of fewer than four rows (a block
+// of four copies into scratch) allocate nothing.
+func TestNEONSmallCallAllocs(t *testing.T) {
+	r := rand.New(rand.NewPCG(25, 26))
+	const K = 256
+	wq := randWeight(r, FormatQ, 3, K, 4, 64)
+	wf := randWeight(r, FormatF16, 3, K, 0, 0)
+	x := randVec(r, K)
+	var a actB
+	a.quantize(nil, x, 1, K, 64, 4)
+	dst := make([]float32, 3)
+	if n := testing.AllocsPerRun(10, func() { fMatVecNEON(dst, wf, 0, x) }); n != 0 {
+		t.Errorf("fMatVecNEON: %v allocs", n)
+	}
+	if !hasDotProd {
+		return
+	}
+	if n := testing.AllocsPerRun(10, func() { qMatVecBNEON(dst, wq.Q, K, 0, &a, 0) }); n != 0 {
+		t.Errorf("qMatVecBNEON: %v allocs", n)
+	}
+}
