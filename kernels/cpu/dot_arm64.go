@@ -4,7 +4,8 @@ package cpu
 
 import "github.com/klauspost/cpuid/v2"
 
-// The assembly kernels in dotb_arm64.s. Pointers index Go slices the wrappers
+// The assembly kernels in dotb_arm64.s (SDOT byte dots), dot_arm64.s (float
+// tile and mat-vec) and panel_arm64.s. Pointers index Go slices the wrappers
 // below have bounds-checked; strides are in bytes.
 
 //go:noescape
@@ -21,7 +22,7 @@ func qMatVecBNEON(dst []float32, q *QMatrix, K, n0 int, a *actB, l int) {
 	n := len(dst)
 	switch {
 	case n == 0:
-	case q.GroupSize > 1024 || !bFits(q, K) || a.C != bChunk(q.Bits) || a.K != K:
+	case K == 0 || q.GroupSize > 1024 || !bFits(q, K) || a.C != bChunk(q.Bits) || a.K != K:
 		qMatVecBGo(dst, q, K, n0, a, l)
 	case n >= 4:
 		qMatVecBRows(dst, q, K, n0, a, l, false)
