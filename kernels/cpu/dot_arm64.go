@@ -14,30 +14,47 @@ func qMatVecB4NEON(dst *float32, n int, w *uint32, wstride int, s, b *float32, s
 //go:noescape
 func qMatVecB8NEON(dst *float32, n int, w *uint32, wstride int, s, b *float32, sstride, G int, xb *int8, nchunk, lpg int, dq, sx, cr *float32, tsum *int64)
 
-// qMatVecBNEON runs the byte-dot kernels (SDOT, see actB) four rows at a time;
-// a call of fewer than four rows runs each row as a block of four copies.
+//go:noescape
+func qMatVecB4NEONS(dst *float32, n int, w *uint32, wstride int, s, b *float32, sstride, G int, xb *int8, nchunk, lpg int, dq, sx, cr *float32, tsum *int64)
+
+//go:noescape
+func qMatVecB8NEONS(dst *float32, n int, w *uint32, wstride int, s, b *float32, sstride, G int, xb *int8, nchunk, lpg int, dq, sx, cr *float32, tsum *int64)
+
+// qMatVecBNEON runs the byte-dot kernels with SDOT (see actB);
+// qMatVecBNEONS runs them with widening multiplies, for CPUs without
+// FEAT_DotProd.
+func qMatVecBNEON(dst []float32, q *QMatrix, K, n0 int, a *actB, l int) {
+	qMatVecBArm(dst, q, K, n0, a, l, true)
+}
+
+func qMatVecBNEONS(dst []float32, q *QMatrix, K, n0 int, a *actB, l int) {
+	qMatVecBArm(dst, q, K, n0, a, l, false)
+}
+
+// qMatVecBArm runs the byte-dot kernels (SDOT if dp) four rows at a time; a
+// call of fewer than four rows runs each row as a block of four copies.
 // Groups over 1024 codes (beyond the kernels' exact int32 sums) take the Go
 // loop.
-func qMatVecBNEON(dst []float32, q *QMatrix, K, n0 int, a *actB, l int) {
+func qMatVecBArm(dst []float32, q *QMatrix, K, n0 int, a *actB, l int, dp bool) {
 	n := len(dst)
 	switch {
 	case n == 0:
 	case K == 0 || q.GroupSize > 1024 || !bFits(q, K) || a.C != bChunk(q.Bits) || a.K != K:
 		qMatVecBGo(dst, q, K, n0, a, l)
 	case n >= 4:
-		qMatVecBRows(dst, q, K, n0, a, l, false)
+		qMatVecBRows(dst, q, K, n0, a, l, false, dp)
 	default:
 		var t [4]float32
 		for i := range dst {
-			qMatVecBRows(t[:], q, K, n0+i, a, l, true)
+			qMatVecBRows(t[:], q, K, n0+i, a, l, true, dp)
 			dst[i] = t[0]
 		}
 	}
 }
 
-// qMatVecBRows runs the kernel on rows [n0, n0+len(dst)), at least four, or,
-// if rep, on row n0 four times.
-func qMatVecBRows(dst []float32, q *QMatrix, K, n0 int, a *actB, l int, rep bool) {
+// qMatVecBRows runs a kernel on rows [n0, n0+len(dst)), at least four, or, if
+// rep, on row n0 four times.
+func qMatVecBRows(dst []float32, q *QMatrix, K, n0 int, a *actB, l int, rep, dp bool) {
 	n, G := len(dst), a.G
 	words := K * q.Bits / 32
 	rows, ws, ss := n, 4*words, 4*G
@@ -48,11 +65,17 @@ func qMatVecBRows(dst []float32, q *QMatrix, K, n0 int, a *actB, l int, rep bool
 	s, b := q.Scales[n0*G:(n0+rows)*G], q.Biases[n0*G:(n0+rows)*G]
 	xb := a.xb[3*l*K : 3*(l+1)*K]
 	sx, cr, ts := a.sx[l*G:(l+1)*G], a.cr[l*G:(l+1)*G], a.tsum[l*G:(l+1)*G]
+	nc, lpg4, lpg8 := K/a.C, q.GroupSize/32, q.GroupSize/16
 	// direct calls: through a func value dst would escape
-	if q.Bits == 4 {
-		qMatVecB4NEON(&dst[0], n, &w[0], ws, &s[0], &b[0], ss, G, &xb[0], K/a.C, q.GroupSize/32, &a.dq[l], &sx[0], &cr[0], &ts[0])
-	} else {
-		qMatVecB8NEON(&dst[0], n, &w[0], ws, &s[0], &b[0], ss, G, &xb[0], K/a.C, q.GroupSize/16, &a.dq[l], &sx[0], &cr[0], &ts[0])
+	switch {
+	case q.Bits == 4 && dp:
+		qMatVecB4NEON(&dst[0], n, &w[0], ws, &s[0], &b[0], ss, G, &xb[0], nc, lpg4, &a.dq[l], &sx[0], &cr[0], &ts[0])
+	case q.Bits == 4:
+		qMatVecB4NEONS(&dst[0], n, &w[0], ws, &s[0], &b[0], ss, G, &xb[0], nc, lpg4, &a.dq[l], &sx[0], &cr[0], &ts[0])
+	case dp:
+		qMatVecB8NEON(&dst[0], n, &w[0], ws, &s[0], &b[0], ss, G, &xb[0], nc, lpg8, &a.dq[l], &sx[0], &cr[0], &ts[0])
+	default:
+		qMatVecB8NEONS(&dst[0], n, &w[0], ws, &s[0], &b[0], ss, G, &xb[0], nc, lpg8, &a.dq[l], &sx[0], &cr[0], &ts[0])
 	}
 }
 
@@ -177,16 +200,18 @@ var kernNEONDP = kernelSet{
 	dPanel:   dPanelNEON,
 }
 
-// kernNEON: the NEON float kernels (every arm64 CPU); 4/8-bit decode takes
-// the Go int16 dots.
+// kernNEON: every arm64 CPU (ARMv8.0 NEON: Cortex-A53/A72, Graviton 1);
+// the byte dots by widening multiplies (SMULL, SADALP), 2–3× SDOT's
+// instructions.
 var kernNEON = kernelSet{
-	name:    "neon",
-	avail:   hasASIMD,
-	qMatVec: qMatVecGo,
-	fMatVec: fMatVecNEON,
-	pTile:   pTileN,
-	pTileL:  pTileNEONL,
-	dPanel:  dPanelNEON,
+	name:     "neon",
+	avail:    hasASIMD,
+	qMatVec:  qMatVecGo,
+	qMatVecB: qMatVecBNEONS,
+	fMatVec:  fMatVecNEON,
+	pTile:    pTileN,
+	pTileL:   pTileNEONL,
+	dPanel:   dPanelNEON,
 }
 
 // asmSets lists the assembly kernel sets this build can run, best first.

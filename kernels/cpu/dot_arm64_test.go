@@ -9,15 +9,34 @@ import (
 	"testing"
 )
 
-// TestMatVecBNEONRows runs the SDOT kernels on every row range of a 9-row
+// TestMatVecBNEONRows runs the byte-dot kernels (SDOT and without) on every row range of a 9-row
 // matrix (four-row blocks, the block stepped back over the last rows, calls of
 // fewer than four rows), on group sizes beyond checkMatVecB's (a group of 96
 // straddling chunks, 256, 1024, and 2048, which takes the Go loop), against
 // the Go reference.
 func TestMatVecBNEONRows(t *testing.T) {
-	if !hasDotProd {
-		t.Skip("no FEAT_DotProd")
+	for _, v := range byteDotVariants() {
+		t.Run(v.name, func(t *testing.T) { checkMatVecBRows(t, v.f) })
 	}
+}
+
+// byteDotVariants returns the arm64 byte-dot wrappers this CPU runs.
+func byteDotVariants() []struct {
+	name string
+	f    func(dst []float32, q *QMatrix, K, n0 int, a *actB, l int)
+} {
+	v := []struct {
+		name string
+		f    func(dst []float32, q *QMatrix, K, n0 int, a *actB, l int)
+	}{{"smull", qMatVecBNEONS}}
+	if hasDotProd {
+		v = append(v, v[0])
+		v[1].name, v[1].f = "sdot", qMatVecBNEON
+	}
+	return v
+}
+
+func checkMatVecBRows(t *testing.T, f func(dst []float32, q *QMatrix, K, n0 int, a *actB, l int)) {
 	r := rand.New(rand.NewPCG(21, 22))
 	const N = 9
 	for _, bits := range []int{4, 8} {
@@ -37,7 +56,7 @@ func TestMatVecBNEONRows(t *testing.T) {
 				for n := 1; n0+n <= N; n++ {
 					got := make([]float32, n+1)
 					got[n] = 42
-					qMatVecBNEON(got[:n], w.Q, K, n0, &a, 0)
+					f(got[:n], w.Q, K, n0, &a, 0)
 					if got[n] != 42 {
 						t.Fatalf("q%d gs=%d rows [%d,%d): wrote past the last row", bits, gs, n0, n0+n)
 					}
@@ -52,46 +71,59 @@ func TestMatVecBNEONRows(t *testing.T) {
 	}
 }
 
-// TestMatVecBNEONExtremes drives the kernels' int32 sums to their bound:
-// every t at ±bMaxT (x constant) and every code at an extreme, in groups of
-// 1024, the largest the wrapper takes. An overflow would be off by 2³².
+// TestMatVecBNEONExtremes drives the kernels' integer sums to their bounds,
+// in groups of 1024 (the largest the wrapper takes): every t at ±bMaxT with
+// every code at an extreme (the int32 group sums; an overflow is off by 2³²),
+// and planes at −128 against 8-bit code 0 (c − 128 = −128: the products the
+// widening kernels must not pair in int16).
 func TestMatVecBNEONExtremes(t *testing.T) {
-	if !hasDotProd {
-		t.Skip("no FEAT_DotProd")
+	for _, v := range byteDotVariants() {
+		t.Run(v.name, func(t *testing.T) { checkMatVecBExtremes(t, v.f) })
 	}
-	const N, gs = 4, 1024
-	for _, bits := range []int{4, 8} {
-		for _, c := range []uint32{0, 1<<bits - 1} {
-			for _, xv := range []float32{1, -1} {
-				K := 2 * gs
-				q := &QMatrix{Bits: bits, GroupSize: gs, W: make([]uint32, N*K*bits/32),
-					Scales: make([]float32, N*K/gs), Biases: make([]float32, N*K/gs)}
-				var word uint32
-				for i := 0; i < 32; i += bits {
-					word |= c << i
-				}
-				for i := range q.W {
-					q.W[i] = word
-				}
-				for i := range q.Scales {
-					q.Scales[i], q.Biases[i] = 1, 0.5
-				}
-				x := make([]float32, K)
-				for i := range x {
-					x[i] = xv
-				}
-				var a actB
-				a.quantize(nil, x, 1, K, gs, bits)
-				want := make([]float32, N)
-				qMatVecBGo(want, q, K, 0, &a, 0)
-				exact := float64(K) * float64(xv) * (float64(c) + 0.5)
-				got := make([]float32, N)
-				qMatVecBNEON(got, q, K, 0, &a, 0)
-				for i := range got {
-					if d := math.Abs(float64(got[i]) - exact); d > 1e-5*math.Abs(exact)+1e-3 {
-						t.Errorf("q%d code %d x %g: out[%d] = %g, want %g (go %g)", bits, c, xv, i, got[i], exact, want[i])
-					}
-				}
+}
+
+func checkMatVecBExtremes(t *testing.T, f func(dst []float32, q *QMatrix, K, n0 int, a *actB, l int)) {
+	const N, gs, K = 4, 1024, 2048
+	d := float32(1.0 / bMaxT) // dx when max|x| = 1
+	for _, c := range []struct {
+		bits int
+		code uint32
+		x    float32 // every x but x[0] = 1; t = x/dx
+	}{
+		{4, 0, 1}, {4, 15, 1}, {4, 15, -1}, {8, 0, 1}, {8, 255, 1}, {8, 0, -1}, {8, 255, -1},
+		{8, 0, -32896 * d}, // t = −128·2⁸ − 128: mid and lo bytes −128
+		{4, 15, -32896 * d},
+	} {
+		q := &QMatrix{Bits: c.bits, GroupSize: gs, W: make([]uint32, N*K*c.bits/32),
+			Scales: make([]float32, N*K/gs), Biases: make([]float32, N*K/gs)}
+		var word uint32
+		for i := 0; i < 32; i += c.bits {
+			word |= c.code << i
+		}
+		for i := range q.W {
+			q.W[i] = word
+		}
+		for i := range q.Scales {
+			q.Scales[i], q.Biases[i] = 1, 0.5
+		}
+		x := make([]float32, K)
+		var mag float64 // Σ (|s|·max code + |b|)·|x|
+		for i := range x {
+			x[i] = c.x
+			if i == 0 {
+				x[i] = 1
+			}
+			mag += (float64(int(1)<<c.bits-1) + 0.5) * math.Abs(float64(x[i]))
+		}
+		var a actB
+		a.quantize(nil, x, 1, K, gs, c.bits)
+		want := make([]float32, N)
+		qMatVecBGo(want, q, K, 0, &a, 0)
+		got := make([]float32, N)
+		f(got, q, K, 0, &a, 0)
+		for i := range got {
+			if d := math.Abs(float64(got[i] - want[i])); d > 1e-6*mag {
+				t.Errorf("q%d code %d x %g: out[%d] = %g, go %g", c.bits, c.code, c.x, i, got[i], want[i])
 			}
 		}
 	}
@@ -141,10 +173,9 @@ func TestNEONSmallCallAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(10, func() { fMatVecNEON(dst, wf, 0, x) }); n != 0 {
 		t.Errorf("fMatVecNEON: %v allocs", n)
 	}
-	if !hasDotProd {
-		return
-	}
-	if n := testing.AllocsPerRun(10, func() { qMatVecBNEON(dst, wq.Q, K, 0, &a, 0) }); n != 0 {
-		t.Errorf("qMatVecBNEON: %v allocs", n)
+	for _, v := range byteDotVariants() {
+		if n := testing.AllocsPerRun(10, func() { v.f(dst, wq.Q, K, 0, &a, 0) }); n != 0 {
+			t.Errorf("byte dots (%s): %v allocs", v.name, n)
+		}
 	}
 }

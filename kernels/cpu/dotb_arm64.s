@@ -2,13 +2,14 @@
 
 #include "textflag.h"
 
-// Byte-dot mat-vec kernels for arm64 (NEON + FEAT_DotProd): rows of 4/8-bit
-// codes against activations as three signed-byte planes, t = hi·2¹⁶ + mid·2⁸ +
-// lo (actB in actb.go, which also has the Go reference, qMatVecBGo). SDOT
+// Byte-dot mat-vec kernels for arm64: rows of 4/8-bit codes against
+// activations as three signed-byte planes, t = hi·2¹⁶ + mid·2⁸ + lo (actB in
+// actb.go, which also has the Go reference, qMatVecBGo). SDOT (FEAT_DotProd)
 // multiplies signed bytes and sums each 32-bit lane's four products, so the
 // codes must be signed: 4-bit codes (0..15) are; 8-bit ones are flipped to
-// c − 128 (EOR 0x80) and the wrapper's kernel adds 128·Σt back per group (see
-// BIAS8).
+// c − 128 (EOR 0x80) and the kernel adds 128·Σt back per group (see BIAS8).
+// The ...NEONS kernels, for CPUs without FEAT_DotProd, are the same with each
+// SDOT replaced by widening multiplies (DOT4S, DOT8S).
 //
 // A step is one 16-byte load of a row's codes: 32 4-bit codes (the low nibbles
 // are the chunk's even values, the high ones the odd, as actB lays out a 4-bit
@@ -16,7 +17,7 @@
 // one group. Per row and group three int32 vectors sum the planes' dots, H =
 // Σc·hi, M = Σc·mid, L = Σc·lo; at the group's end (GEND)
 //
-//	F += float(M + H·2⁸)·2⁸ + float(L)) · scale_g
+//	F += (float(M + H·2⁸)·2⁸ + float(L)) · scale_g
 //
 // Every integer sum is exact: a lane sums gs/4 codes |c| ≤ 128 per group, and
 // |hi·2⁸ + mid| = |t − lo|/2⁸ ≤ (bMaxT + 128)/2⁸ < 32385, so |M + H·2⁸| ≤
@@ -26,13 +27,12 @@
 // Four rows run at a time, sharing each load of the planes. n ≥ 4 rows not a
 // multiple of 4 end with a block stepped back over rows already done (they are
 // recomputed with the same bits); the wrapper runs fewer than 4 rows as a
-// block of 4 (see qMatVecBNEON). Each block ends with
-// dx·(Σ lanes of F) plus the bias pass, Σ_g bias_g·sx_g + scale_g·cr_g, four
-// groups per step with the rows' vectors, then one group per step with the rows
-// in the lanes.
+// block of 4 (see qMatVecBArm). Each block ends with dx·(Σ lanes of F) plus
+// the bias pass, Σ_g bias_g·sx_g + scale_g·cr_g, four groups per step with the
+// rows' vectors, then one group per step with the rows in the lanes.
 //
-// Go's assembler lacks SDOT, SCVTF, FCVTN, FADD and FADDP on vectors: they are
-// WORDs below, each with the instruction it encodes.
+// Go's assembler lacks SDOT, SMULL, SADALP, SCVTF, FCVTN, FADD and FADDP on
+// vectors: they are WORDs below, each with the instruction it encodes.
 //
 // Registers: R0 dst, R1-R4 codes of rows 0-3 (post-incremented), R5 planes,
 // R6 chunks left, R7 steps left in the group, R8 steps per group, R9 scale of
@@ -44,6 +44,12 @@
 
 // SDOT Vd.4S, Vn.16B, Vm.16B
 #define SDOT(m, n, d) WORD $(0x4e809400 | (m)<<16 | (n)<<5 | (d))
+// SMULL Vd.8H, Vn.8B, Vm.8B; SMULL2 and SMLAL2 on the high eight bytes
+#define SMULL(m, n, d) WORD $(0x0e20c000 | (m)<<16 | (n)<<5 | (d))
+#define SMULL2(m, n, d) WORD $(0x4e20c000 | (m)<<16 | (n)<<5 | (d))
+#define SMLAL2(m, n, d) WORD $(0x4e208000 | (m)<<16 | (n)<<5 | (d))
+// SADALP Vd.4S, Vn.8H: d += pairwise sums of n
+#define SADALP(n, d) WORD $(0x4e606800 | (n)<<5 | (d))
 // SCVTF Vd.4S, Vn.4S
 #define SCVTF4(n, d) WORD $(0x4e21d800 | (n)<<5 | (d))
 // SCVTF Vd.2D, Vn.2D
@@ -74,26 +80,43 @@
 	FMOVQ o+64(R5), F1; \
 	FMOVQ o+128(R5), F2
 
-// ROW4 adds a step of a 4-bit row (codes at RC) to its sums H, M, L; C, D are
-// scratch (register numbers in the SDOTs, names elsewhere).
-#define ROW4(RC, h, m, l, c, d, VC, VD, FC) \
+// Without FEAT_DotProd, DOT4S and DOT8S add the same sixteen products to the
+// four int32 lanes of d (in other lanes than SDOT, which the group sums do not
+// see): products widen to int16 (SMULL), pairs add into int32 (SADALP). 4-bit
+// products, |c·p| ≤ 15·128, pair up in int16 (SMLAL2); 8-bit ones, up to
+// 128·128, do not.
+#define DOT4S(m, n, d) \
+	SMULL(m, n, 31); \
+	SMLAL2(m, n, 31); \
+	SADALP(31, d)
+
+#define DOT8S(m, n, d) \
+	SMULL(m, n, 30); \
+	SMULL2(m, n, 31); \
+	SADALP(30, d); \
+	SADALP(31, d)
+
+// ROW4 adds a step of a 4-bit row (codes at RC) to its sums H, M, L with DOT
+// (SDOT or DOT4S); C, D are scratch (register numbers in the dots, names
+// elsewhere).
+#define ROW4(DOT, RC, h, m, l, c, d, VC, VD, FC) \
 	FMOVQ.P 16(RC), FC; \
 	VUSHR   $4, VC.B16, VD.B16; \
 	VAND    V6.B16, VC.B16, VC.B16; \
-	SDOT(0, c, h); \
-	SDOT(1, d, h); \
-	SDOT(2, c, m); \
-	SDOT(3, d, m); \
-	SDOT(4, c, l); \
-	SDOT(5, d, l)
+	DOT(0, c, h); \
+	DOT(1, d, h); \
+	DOT(2, c, m); \
+	DOT(3, d, m); \
+	DOT(4, c, l); \
+	DOT(5, d, l)
 
 // ROW8 adds a step of an 8-bit row, codes flipped to c − 128.
-#define ROW8(RC, h, m, l, c, d, VC, VD, FC) \
+#define ROW8(DOT, RC, h, m, l, c, d, VC, VD, FC) \
 	FMOVQ.P 16(RC), FC; \
 	VEOR    V6.B16, VC.B16, VC.B16; \
-	SDOT(0, c, h); \
-	SDOT(1, c, m); \
-	SDOT(2, c, l)
+	DOT(0, c, h); \
+	DOT(1, c, m); \
+	DOT(2, c, l)
 
 // GEND1 folds one row's group sums into its F (scale at (R11), R11 then steps
 // to the next row's) and clears them.
@@ -111,12 +134,12 @@
 
 // STEP runs one step of the four rows and, at the end of a group, GEND; SKIP
 // is a label name.
-#define STEP(PLANES, o, ROW, SKIP) \
+#define STEP(PLANES, o, ROW, DOT, SKIP) \
 	PLANES(o); \
-	ROW(R1, 8, 9, 10, 24, 25, V24, V25, F24); \
-	ROW(R2, 11, 12, 13, 26, 27, V26, V27, F26); \
-	ROW(R3, 14, 15, 16, 28, 29, V28, V29, F28); \
-	ROW(R4, 17, 18, 19, 24, 25, V24, V25, F24); \
+	ROW(DOT, R1, 8, 9, 10, 24, 25, V24, V25, F24); \
+	ROW(DOT, R2, 11, 12, 13, 26, 27, V26, V27, F26); \
+	ROW(DOT, R3, 14, 15, 16, 28, 29, V28, V29, F28); \
+	ROW(DOT, R4, 17, 18, 19, 24, 25, V24, V25, F24); \
 	SUBS $1, R7, R7; \
 	BNE  SKIP; \
 	MOVD R9, R11; \
@@ -195,9 +218,9 @@ SKIP:
 
 #define NOP8
 
-// BODY is a whole kernel: PLANES and ROW for the code width, XSTEP plane bytes
-// per chunk, B8/B81 the 8-bit corrections (or NOP8).
-#define BODY(PLANES, ROW, XSTEP, B8, B81) \
+// BODY is a whole kernel: PLANES and ROW for the code width, DOT the dot
+// product, XSTEP plane bytes per chunk, B8/B81 the 8-bit corrections (or NOP8).
+#define BODY(PLANES, ROW, DOT, XSTEP, B8, B81) \
 	MOVW     $0x43800000, R11; \
 	VDUP     R11, V7.S4; \
 	MOVD     dst+0(FP), R0; \
@@ -247,10 +270,10 @@ full: \
 	MOVD     R8, R7; \
 	MOVD     R15, R9; \
 chunk: \
-	STEP(PLANES, 0, ROW, step0); \
-	STEP(PLANES, 16, ROW, step1); \
-	STEP(PLANES, 32, ROW, step2); \
-	STEP(PLANES, 48, ROW, step3); \
+	STEP(PLANES, 0, ROW, DOT, step0); \
+	STEP(PLANES, 16, ROW, DOT, step1); \
+	STEP(PLANES, 32, ROW, DOT, step2); \
+	STEP(PLANES, 48, ROW, DOT, step3); \
 	ADD      $XSTEP, R5; \
 	SUBS     $1, R6, R6; \
 	BNE      chunk; \
@@ -311,9 +334,19 @@ done: \
 // group (gs/32). tsum is unused.
 TEXT ·qMatVecB4NEON(SB), NOSPLIT, $0-120
 	VMOVI $15, V6.B16
-	BODY(PLANES4, ROW4, 384, NOP8, NOP8)
+	BODY(PLANES4, ROW4, SDOT, 384, NOP8, NOP8)
 
 // qMatVecB8NEON: as qMatVecB4NEON for 8-bit codes; lpg is gs/16.
 TEXT ·qMatVecB8NEON(SB), NOSPLIT, $0-120
 	VMOVI $128, V6.B16
-	BODY(PLANES8, ROW8, 192, BIAS8, BIAS81)
+	BODY(PLANES8, ROW8, SDOT, 192, BIAS8, BIAS81)
+
+// qMatVecB4NEONS: qMatVecB4NEON for CPUs without FEAT_DotProd.
+TEXT ·qMatVecB4NEONS(SB), NOSPLIT, $0-120
+	VMOVI $15, V6.B16
+	BODY(PLANES4, ROW4, DOT4S, 384, NOP8, NOP8)
+
+// qMatVecB8NEONS: qMatVecB8NEON for CPUs without FEAT_DotProd.
+TEXT ·qMatVecB8NEONS(SB), NOSPLIT, $0-120
+	VMOVI $128, V6.B16
+	BODY(PLANES8, ROW8, DOT8S, 192, BIAS8, BIAS81)
