@@ -15,7 +15,8 @@
 //
 // Registers: R0 p (post-incremented), R1 codes of word j (row 0), R2 wstride,
 // R3/R4 scales/biases of the group (row 0), R5 sstride, R6 groups left, R7
-// words per group, R8 words left in the group, R9 scratch address. V0-V7
+// words per group, R8 words left in the group, R9/R11-R13 the gathers'
+// pointers, R14/R15 4·wstride/4·sstride. V0-V7
 // scales, V8-V15 biases, V16-V23 the words, V24-V31 the elements.
 
 // UCVTF Vd.4S, Vn.4S
@@ -25,23 +26,29 @@
 // FADD Vd.4S, Vn.4S, Vm.4S
 #define FADD4(m, n, d) WORD $(0x4e20d400 | (m)<<16 | (n)<<5 | (d))
 
-// GATHER loads the 32-bit values at (R9) + r·RS, r = 0..31, into the lanes of
-// eight vectors (value 4v+i in lane i of the v-th), stepping R9.
-#define GATHER4(V, RS) \
-	VLD1.P (R9)(RS), V.S[0]; \
-	VLD1.P (R9)(RS), V.S[1]; \
-	VLD1.P (R9)(RS), V.S[2]; \
-	VLD1.P (R9)(RS), V.S[3]
+// GATHER loads the 32-bit values at BASE + r·RS, r = 0..31, into the lanes of
+// eight vectors (value 4v+i in lane i of the v-th), through four pointers
+// (R9, R11-R13: rows i mod 4) stepping by RS4 = 4·RS, so no chain of
+// post-increments runs through all 32 loads.
+#define GATHER4(V, RS4) \
+	VLD1.P (R9)(RS4), V.S[0]; \
+	VLD1.P (R11)(RS4), V.S[1]; \
+	VLD1.P (R12)(RS4), V.S[2]; \
+	VLD1.P (R13)(RS4), V.S[3]
 
-#define GATHER(V0, V1, V2, V3, V4, V5, V6, V7, RS) \
-	GATHER4(V0, RS); \
-	GATHER4(V1, RS); \
-	GATHER4(V2, RS); \
-	GATHER4(V3, RS); \
-	GATHER4(V4, RS); \
-	GATHER4(V5, RS); \
-	GATHER4(V6, RS); \
-	GATHER4(V7, RS)
+#define GATHER(BASE, RS, RS4, V0, V1, V2, V3, V4, V5, V6, V7) \
+	MOVD BASE, R9; \
+	ADD  RS, R9, R11; \
+	ADD  RS, R11, R12; \
+	ADD  RS, R12, R13; \
+	GATHER4(V0, RS4); \
+	GATHER4(V1, RS4); \
+	GATHER4(V2, RS4); \
+	GATHER4(V3, RS4); \
+	GATHER4(V4, RS4); \
+	GATHER4(V5, RS4); \
+	GATHER4(V6, RS4); \
+	GATHER4(V7, RS4)
 
 // ELEM makes one vector of elements in V<o> from word vector W: the code field
 // shifted up by UP bits to the top, then down by DOWN, times scales V<s> plus
@@ -76,17 +83,16 @@
 	MOVD   sstride+40(FP), R5; \
 	MOVD   groups+48(FP), R6; \
 	MOVD   wpg+56(FP), R7; \
+	LSL    $2, R2, R14; \
+	LSL    $2, R5, R15; \
 group: \
-	MOVD   R3, R9; \
-	GATHER(V0, V1, V2, V3, V4, V5, V6, V7, R5); \
-	MOVD   R4, R9; \
-	GATHER(V8, V9, V10, V11, V12, V13, V14, V15, R5); \
+	GATHER(R3, R5, R15, V0, V1, V2, V3, V4, V5, V6, V7); \
+	GATHER(R4, R5, R15, V8, V9, V10, V11, V12, V13, V14, V15); \
 	ADD    $4, R3; \
 	ADD    $4, R4; \
 	MOVD   R7, R8; \
 word: \
-	MOVD   R1, R9; \
-	GATHER(V16, V17, V18, V19, V20, V21, V22, V23, R2); \
+	GATHER(R1, R2, R14, V16, V17, V18, V19, V20, V21, V22, V23); \
 	ADD    $4, R1; \
 	CODES; \
 	SUBS   $1, R8, R8; \
