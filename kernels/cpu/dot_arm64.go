@@ -135,6 +135,34 @@ func fMatVecRows(dst []float32, w *Weight, n0 int, x []float32, rep bool) {
 }
 
 //go:noescape
+func fTileF32NEON(dst *float32, dstride int, w *float32, K int, x *float32)
+
+//go:noescape
+func fTileF16NEON(dst *float32, dstride int, w *uint16, K int, x *float32)
+
+//go:noescape
+func fTileBF16NEON(dst *float32, dstride int, w *uint16, K int, x *float32)
+
+// fTileNEON runs a 4-row × 4-token f32/f16/bf16 tile (K a multiple of 8, as
+// MatMul calls tiles).
+func fTileNEON(dst []float32, dstride int, w *Weight, n0 int, x []float32) {
+	K := w.K
+	_ = dst[3*dstride+3]
+	x = x[:4*K]
+	switch w.Format {
+	case FormatF32:
+		r := w.F32[n0*K : (n0+4)*K]
+		fTileF32NEON(&dst[0], dstride, &r[0], K, &x[0])
+	case FormatF16:
+		r := w.U16[n0*K : (n0+4)*K]
+		fTileF16NEON(&dst[0], dstride, &r[0], K, &x[0])
+	case FormatBF16:
+		r := w.U16[n0*K : (n0+4)*K]
+		fTileBF16NEON(&dst[0], dstride, &r[0], K, &x[0])
+	}
+}
+
+//go:noescape
 func pTileNEON(dst *float32, dstride int, p *float32, kc int, x *float32, xstride int, acc int)
 
 // pTileNEONL is the tokens of pTileNEON's tile.
@@ -195,9 +223,11 @@ var kernNEONDP = kernelSet{
 	qMatVec:  qMatVecGo,
 	qMatVecB: qMatVecBNEON,
 	fMatVec:  fMatVecNEON,
-	pTile:    pTileN,
-	pTileL:   pTileNEONL,
-	dPanel:   dPanelNEON,
+	fTile:    fTileNEON,
+	fTileN:   4, fTileL: 4,
+	pTile:  pTileN,
+	pTileL: pTileNEONL,
+	dPanel: dPanelNEON,
 }
 
 // kernNEON: every arm64 CPU (ARMv8.0 NEON: Cortex-A53/A72, Graviton 1);
@@ -209,9 +239,11 @@ var kernNEON = kernelSet{
 	qMatVec:  qMatVecGo,
 	qMatVecB: qMatVecBNEONS,
 	fMatVec:  fMatVecNEON,
-	pTile:    pTileN,
-	pTileL:   pTileNEONL,
-	dPanel:   dPanelNEON,
+	fTile:    fTileNEON,
+	fTileN:   4, fTileL: 4,
+	pTile:  pTileN,
+	pTileL: pTileNEONL,
+	dPanel: dPanelNEON,
 }
 
 // asmSets lists the assembly kernel sets this build can run, best first.

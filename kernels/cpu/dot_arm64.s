@@ -2,8 +2,8 @@
 
 #include "textflag.h"
 
-// Float kernels for arm64 (NEON, every arm64 CPU): the prefill panel tile and
-// the f32/f16/bf16 mat-vec. Go's assembler lacks FMLA by element, FCVTL and
+// Float kernels for arm64 (NEON, every arm64 CPU): the prefill panel tile, and
+// the f32/f16/bf16 tile and mat-vec. Go's assembler lacks FMLA by element, FCVTL and
 // FADD/FADDP on vectors: they are WORDs, each with the instruction it encodes.
 
 // FMLA Vd.4S, Vn.4S, Vm.S[i]
@@ -187,6 +187,120 @@ sum: \
 done: \
 	RET
 
+// The f32/f16/bf16 tile: 4 rows × 4 tokens, one vector of sums per pair
+// (16 FMLA chains), four elements per step: per step 4 row and 4 x loads for
+// 16 FMLAs; f16 widens by FCVTL, bf16 by ZIP1 with zero. The end adds each
+// token's four row vectors pairwise (FADDP) into one vector of its 4 outputs.
+//
+// R0 dst, R1 dstride·4, R2-R5 rows 0-3, R6-R9 x of tokens 0-3, R10 steps left;
+// V0-V15 sums (token j, row i: V4j+i), V16-V19 x, V20-V23 rows, V24-V27
+// scratch, V28 zero.
+
+// TSTEP adds one step's products: x (V16-V19) times rows (V20-V23).
+#define TSTEP \
+	VFMLA V16.S4, V20.S4, V0.S4; \
+	VFMLA V16.S4, V21.S4, V1.S4; \
+	VFMLA V16.S4, V22.S4, V2.S4; \
+	VFMLA V16.S4, V23.S4, V3.S4; \
+	VFMLA V17.S4, V20.S4, V4.S4; \
+	VFMLA V17.S4, V21.S4, V5.S4; \
+	VFMLA V17.S4, V22.S4, V6.S4; \
+	VFMLA V17.S4, V23.S4, V7.S4; \
+	VFMLA V18.S4, V20.S4, V8.S4; \
+	VFMLA V18.S4, V21.S4, V9.S4; \
+	VFMLA V18.S4, V22.S4, V10.S4; \
+	VFMLA V18.S4, V23.S4, V11.S4; \
+	VFMLA V19.S4, V20.S4, V12.S4; \
+	VFMLA V19.S4, V21.S4, V13.S4; \
+	VFMLA V19.S4, V22.S4, V14.S4; \
+	VFMLA V19.S4, V23.S4, V15.S4
+
+#define TROWSF32 \
+	FMOVQ.P 16(R2), F20; \
+	FMOVQ.P 16(R3), F21; \
+	FMOVQ.P 16(R4), F22; \
+	FMOVQ.P 16(R5), F23
+
+#define TROWSF16 \
+	FMOVD.P 8(R2), F24; \
+	FMOVD.P 8(R3), F25; \
+	FMOVD.P 8(R4), F26; \
+	FMOVD.P 8(R5), F27; \
+	FCVTL(24, 20); \
+	FCVTL(25, 21); \
+	FCVTL(26, 22); \
+	FCVTL(27, 23)
+
+#define TROWSBF16 \
+	FMOVD.P 8(R2), F24; \
+	FMOVD.P 8(R3), F25; \
+	FMOVD.P 8(R4), F26; \
+	FMOVD.P 8(R5), F27; \
+	VZIP1   V24.H8, V28.H8, V20.H8; \
+	VZIP1   V25.H8, V28.H8, V21.H8; \
+	VZIP1   V26.H8, V28.H8, V22.H8; \
+	VZIP1   V27.H8, V28.H8, V23.H8
+
+// TOUT stores token j's four outputs (sums V<a>..V<a+3>) at (R11), steps R11.
+#define TOUT(a0, a1, a2, a3) \
+	FADDP4(a1, a0, 24); \
+	FADDP4(a3, a2, 25); \
+	FADDP4(25, 24, 24); \
+	FMOVQ F24, (R11); \
+	ADD   R1, R11, R11
+
+// TBODY is a whole tile kernel; ROWS loads a step of the rows (ES bytes per
+// element).
+#define TBODY(ROWS, ES) \
+	MOVD  dst+0(FP), R0; \
+	MOVD  dstride+8(FP), R1; \
+	LSL   $2, R1, R1; \
+	MOVD  w+16(FP), R2; \
+	MOVD  K+24(FP), R10; \
+	MOVD  $ES, R12; \
+	MUL   R10, R12, R12; \
+	ADD   R12, R2, R3; \
+	ADD   R12, R3, R4; \
+	ADD   R12, R4, R5; \
+	MOVD  x+32(FP), R6; \
+	LSL   $2, R10, R12; \
+	ADD   R12, R6, R7; \
+	ADD   R12, R7, R8; \
+	ADD   R12, R8, R9; \
+	LSR   $2, R10, R10; \
+	VEOR  V28.B16, V28.B16, V28.B16; \
+	VEOR  V0.B16, V0.B16, V0.B16; \
+	VEOR  V1.B16, V1.B16, V1.B16; \
+	VEOR  V2.B16, V2.B16, V2.B16; \
+	VEOR  V3.B16, V3.B16, V3.B16; \
+	VEOR  V4.B16, V4.B16, V4.B16; \
+	VEOR  V5.B16, V5.B16, V5.B16; \
+	VEOR  V6.B16, V6.B16, V6.B16; \
+	VEOR  V7.B16, V7.B16, V7.B16; \
+	VEOR  V8.B16, V8.B16, V8.B16; \
+	VEOR  V9.B16, V9.B16, V9.B16; \
+	VEOR  V10.B16, V10.B16, V10.B16; \
+	VEOR  V11.B16, V11.B16, V11.B16; \
+	VEOR  V12.B16, V12.B16, V12.B16; \
+	VEOR  V13.B16, V13.B16, V13.B16; \
+	VEOR  V14.B16, V14.B16, V14.B16; \
+	VEOR  V15.B16, V15.B16, V15.B16; \
+tloop: \
+	FMOVQ.P 16(R6), F16; \
+	FMOVQ.P 16(R7), F17; \
+	FMOVQ.P 16(R8), F18; \
+	FMOVQ.P 16(R9), F19; \
+	ROWS; \
+	TSTEP; \
+	SUBS  $1, R10, R10; \
+	BNE   tloop; \
+	MOVD  R0, R11; \
+	TOUT(0, 1, 2, 3); \
+	TOUT(4, 5, 6, 7); \
+	TOUT(8, 9, 10, 11); \
+	TOUT(12, 13, 14, 15); \
+	RET
+
 // pTileNEON(dst *float32, dstride int, p *float32, kc int, x *float32, xstride int, acc int)
 //
 // An 8-token × 32-row f32 tile from a panel: p holds kc steps of 32 floats
@@ -326,3 +440,18 @@ TEXT ·fMatVecF16NEON(SB), NOSPLIT, $0-48
 // fMatVecBF16NEON is fMatVecF32NEON for bf16 rows.
 TEXT ·fMatVecBF16NEON(SB), NOSPLIT, $0-48
 	FBODY(BF16ROW16, BF16ROW8)
+
+// fTileF32NEON(dst *float32, dstride int, w *float32, K int, x *float32)
+//
+// The 4-row × 4-token tile dst[j·dstride + i] = row i of w · x[j·K:(j+1)·K],
+// K a multiple of 4 (at least 4).
+TEXT ·fTileF32NEON(SB), NOSPLIT, $0-40
+	TBODY(TROWSF32, 4)
+
+// fTileF16NEON is fTileF32NEON for f16 rows.
+TEXT ·fTileF16NEON(SB), NOSPLIT, $0-40
+	TBODY(TROWSF16, 2)
+
+// fTileBF16NEON is fTileF32NEON for bf16 rows.
+TEXT ·fTileBF16NEON(SB), NOSPLIT, $0-40
+	TBODY(TROWSBF16, 2)

@@ -179,3 +179,33 @@ func TestNEONSmallCallAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestFTileNEON checks the 4×4 float tile against float64 for each format at K
+// around its 4-element step, with a dst stride past the tile (untouched).
+func TestFTileNEON(t *testing.T) {
+	r := rand.New(rand.NewPCG(27, 28))
+	for _, f := range []struct {
+		f    Format
+		name string
+	}{{FormatF32, "f32"}, {FormatF16, "f16"}, {FormatBF16, "bf16"}} {
+		for _, K := range []int{8, 16, 24, 136} {
+			t.Run(fmt.Sprintf("%s/K=%d", f.name, K), func(t *testing.T) {
+				const N, n0, dstride = 6, 1, 7
+				w := randWeight(r, f.f, N, K, 0, 0)
+				x := randVec(r, 4*K)
+				got := randVec(r, 4*dstride)
+				orig := append([]float32(nil), got...)
+				fTileNEON(got, dstride, w, n0, x)
+				for j := range 4 {
+					want, mag, _ := ref(w, x[j*K:(j+1)*K], 1)
+					checkRef(t, got[j*dstride:j*dstride+4], want[n0:], mag[n0:], nil, 0)
+					for i := 4; i < dstride; i++ {
+						if got[j*dstride+i] != orig[j*dstride+i] {
+							t.Fatalf("token %d: wrote dst[%d] past the tile", j, j*dstride+i)
+						}
+					}
+				}
+			})
+		}
+	}
+}
