@@ -221,15 +221,15 @@ func (c *CPU) GLU(dst, gate, up *Tensor, act Act) {
 	if len(d) != len(g) || len(g) != len(u) {
 		panic(fmt.Sprintf("kernels: GLU: dst %v, gate %v, up %v", dst.Shape, gate.Shape, up.Shape))
 	}
-	f := cpu.SiLU
 	switch act {
+	case ActSiLU:
+		cpu.SwiGLU(d, g, u)
 	case ActGELUTanh:
-		f = cpu.GELUTanh
+		cpu.GeGLUTanh(d, g, u)
 	case ActGELU:
-		f = cpu.GELU
-	}
-	for i := range d {
-		d[i] = f(g[i]) * u[i]
+		cpu.GeGLU(d, g, u)
+	default:
+		panic(fmt.Sprintf("kernels: GLU: unknown activation %d", act))
 	}
 }
 

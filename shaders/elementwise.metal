@@ -2,7 +2,7 @@
 //
 //   add_f32:           y[i] = a[i] + b[i % nb]   (nb = n, or one row broadcast)
 //   glu_silu_f32:      y[i] = silu(g[i])·u[i],       silu(x) = x / (1 + e^−x)
-//   glu_gelu_tanh_f32: y[i] = gelu_tanh(g[i])·u[i],  ½x(1 + tanh(√(2/π)(x + 0.044715x³)))
+//   glu_gelu_tanh_f32: y[i] = gelu_tanh(g[i])·u[i],  ½x(1 + tanh(√(2/π)(x + 0.044715x³))) = x·σ(2√(2/π)(x + 0.044715x³))
 //   glu_gelu_f32:      y[i] = gelu(g[i])·u[i],       ½x(1 + erf(x/√2))
 //   softcap_f32:       x[i] = c·tanh(x[i]/c)         (in place)
 //   copy_f32:          y[i] = x[i]                   (KV cache rows; offsets bound by the host)
@@ -50,10 +50,10 @@ inline float ingot_erf(float x) {
 struct act_silu {
     static float f(float x) { return x / (1.0f + precise::exp(-x)); }
 };
-struct act_gelu_tanh {
+struct act_gelu_tanh { // as x·σ(2u): ½x(1 + tanh u) cancels to nothing below x ≈ −5
     static float f(float x) {
-        const float c = 0.7978845608028654f; // √(2/π)
-        return 0.5f * x * (1.0f + precise::tanh(c * (x + 0.044715f * x * x * x)));
+        const float c = 1.5957691216057308f; // 2√(2/π)
+        return x / (1.0f + precise::exp(-c * (x + 0.044715f * x * x * x)));
     }
 };
 struct act_gelu {

@@ -71,21 +71,6 @@ func Attention(out, q, k, v []float32, stride, off, lo, hi int, scale, softcap f
 	attnAccum(out, v[lo*stride+off:], stride, scores)
 }
 
-// SiLU returns x·σ(x).
-func SiLU(x float32) float32 { return x / (1 + float32(math.Exp(float64(-x)))) }
-
-// GELUTanh is the tanh approximation of GELU (PyTorch approximate="tanh").
-func GELUTanh(x float32) float32 {
-	const c = 0.7978845608028654 // √(2/π)
-	x64 := float64(x)
-	return float32(0.5 * x64 * (1 + math.Tanh(c*(x64+0.044715*x64*x64*x64))))
-}
-
-// GELU is the exact, erf-based GELU.
-func GELU(x float32) float32 {
-	return float32(0.5 * float64(x) * (1 + math.Erf(float64(x)/math.Sqrt2)))
-}
-
 // Softcap applies x = c·tanh(x/c) in place.
 func Softcap(x []float32, c float32) {
 	for i, v := range x {
