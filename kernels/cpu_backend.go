@@ -13,16 +13,16 @@ import (
 // and allocate nothing.
 type CPU struct {
 	pool    *cpu.Pool
-	scratch chan []float32 // one attention score buffer per thread
+	scratch chan *cpu.AttnScratch // one per thread
 	attn    attnTask
 }
 
 // NewCPU returns a CPU backend running on threads goroutines (≤ 0: all CPUs).
 func NewCPU(threads int) *CPU {
 	p := cpu.NewPool(threads)
-	c := &CPU{pool: p, scratch: make(chan []float32, p.Threads())}
+	c := &CPU{pool: p, scratch: make(chan *cpu.AttnScratch, p.Threads())}
 	for range p.Threads() {
-		c.scratch <- nil
+		c.scratch <- new(cpu.AttnScratch)
 	}
 	return c
 }
@@ -173,7 +173,10 @@ func (c *CPU) RoPE(x *Tensor, pos int, p *RoPE) {
 	cpu.RoPE(x.F32(), x.Cols(), p.HeadDim, pos, p.InvFreq, p.Scale)
 }
 
-// Attention runs causal GQA; see [AttnParams].
+// Attention runs causal GQA; see [AttnParams]. Prefill (L·H/Hkv ≥ 16 query
+// vectors per KV head) runs [cpu.Attn.Block] over (KV head, query block)
+// units, largest first, claimed dynamically; decode runs one row and head at a
+// time.
 func (c *CPU) Attention(dst, q, k, v *Tensor, pos int, p *AttnParams) {
 	L := q.NumRows()
 	qw, kw := p.Heads*p.HeadDim, p.KVHeads*p.HeadDim
@@ -182,37 +185,52 @@ func (c *CPU) Attention(dst, q, k, v *Tensor, pos int, p *AttnParams) {
 	if k.Cols() != kw || v.Cols() != kw || k.NumRows() < pos+L || v.NumRows() < pos+L || p.Heads%p.KVHeads != 0 {
 		panic(fmt.Sprintf("kernels: Attention: k %v, v %v for pos %d, L %d, %d/%d heads of %d", k.Shape, v.Shape, pos, L, p.Heads, p.KVHeads, p.HeadDim))
 	}
-	c.attn = attnTask{c: c, dst: dst.F32(), q: q.F32(), k: k.F32(), v: v.F32(), pos: pos, p: p}
-	c.pool.Run(L*p.Heads, 1, &c.attn)
+	c.attn = attnTask{c: c, dst: dst.F32(), q: q.F32(), k: k.F32(), v: v.F32(), L: L, a: cpu.Attn{
+		Heads: p.Heads, KVHeads: p.KVHeads, HeadDim: p.HeadDim,
+		Pos: pos, Window: p.Window, Scale: p.Scale, Softcap: p.Softcap,
+	}}
+	if L*p.Heads/p.KVHeads < 16 {
+		c.pool.Run(L*p.Heads, 1, &c.attn)
+		return
+	}
+	c.attn.blocks = (L + c.attn.a.QueryRows() - 1) / c.attn.a.QueryRows()
+	c.pool.RunChunks(c.attn.blocks*p.KVHeads, 1, &c.attn)
 }
 
 type attnTask struct {
 	c      *CPU
 	dst, q []float32
 	k, v   []float32
-	pos    int
-	p      *AttnParams
+	L      int
+	a      cpu.Attn
+	blocks int // query blocks per KV head; 0: one row and head per index
 }
 
 func (t *attnTask) Do(lo, hi int) {
-	p := t.p
-	n := t.pos + (hi-1)/p.Heads + 1 // keys the last row of this range sees
-	scores := <-t.c.scratch
-	if cap(scores) < n {
-		scores = make([]float32, n+n/4)
-	}
-	dh, group := p.HeadDim, p.Heads/p.KVHeads
-	for i := lo; i < hi; i++ {
-		l, h := i/p.Heads, i%p.Heads
-		end := t.pos + l + 1
-		start := 0
-		if p.Window > 0 {
-			start = max(0, end-p.Window)
+	a := &t.a
+	s := <-t.c.scratch
+	defer func() { t.c.scratch <- s }()
+	if t.blocks > 0 {
+		bq := a.QueryRows()
+		for i := lo; i < hi; i++ {
+			b, g := t.blocks-1-i/a.KVHeads, i%a.KVHeads // last (longest) rows first
+			a.Block(t.dst, t.q, t.k, t.v, g, b*bq, min((b+1)*bq, t.L), s)
 		}
-		o := (l*p.Heads + h) * dh
-		cpu.Attention(t.dst[o:o+dh], t.q[o:o+dh], t.k, t.v, p.KVHeads*dh, (h/group)*dh, start, end, p.Scale, p.Softcap, scores)
+		return
 	}
-	t.c.scratch <- scores
+	n := a.Pos + (hi-1)/a.Heads + 1 // keys the last row of this range sees
+	scores := s.Scores(n)
+	dh, group := a.HeadDim, a.Heads/a.KVHeads
+	for i := lo; i < hi; i++ {
+		l, h := i/a.Heads, i%a.Heads
+		end := a.Pos + l + 1
+		start := 0
+		if a.Window > 0 {
+			start = max(0, end-a.Window)
+		}
+		o := (l*a.Heads + h) * dh
+		cpu.Attention(t.dst[o:o+dh], t.q[o:o+dh], t.k, t.v, a.KVHeads*dh, (h/group)*dh, start, end, a.Scale, a.Softcap, scores)
+	}
 }
 
 // GLU computes dst = act(gate)·up elementwise.

@@ -8,3 +8,5 @@ type actSet struct {
 }
 
 func actSets() []actSet { return []actSet{{"go", func() func() { return func() {} }}} }
+
+func attnSets() []actSet { return actSets() }

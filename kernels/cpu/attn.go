@@ -1,5 +1,208 @@
 package cpu
 
+import "math"
+
+// Attn is causal grouped-query attention over a KV cache (kernels.AttnParams on
+// host slices). q and dst are (L, Heads·HeadDim) rows for positions [Pos, Pos+L);
+// k and v hold at least Pos+L rows of KVHeads·HeadDim. Query head h reads KV head
+// h/(Heads/KVHeads); query row i attends key j iff j ≤ Pos+i and, when
+// Window > 0, j > Pos+i−Window. Scores are Scale·q·k, then
+// Softcap·tanh(s/Softcap) when Softcap > 0.
+type Attn struct {
+	Heads, KVHeads, HeadDim int
+	Pos, Window             int
+	Scale, Softcap          float32
+}
+
+// The blocked (prefill) attention works on attnCols query vectors at a time
+// against attnKeys keys at a time.
+const (
+	attnCols = 64
+	attnKeys = 64
+)
+
+// QueryRows returns the query rows [Attn.Block] takes at a time: with the
+// query heads of one KV head, about 64 query vectors.
+func (a *Attn) QueryRows() int { return max(1, attnCols/(a.Heads/a.KVHeads)) }
+
+// AttnScratch is one thread's working memory for [Attn.Block] and [Attention];
+// the zero value is ready and grows on demand.
+type AttnScratch struct {
+	buf []float32
+}
+
+// Scores returns n floats for [Attention]'s scores.
+func (s *AttnScratch) Scores(n int) []float32 { return s.floats(n) }
+
+func (s *AttnScratch) floats(n int) []float32 {
+	if cap(s.buf) < n {
+		s.buf = make([]float32, n+n/4)
+	}
+	return s.buf[:n]
+}
+
+// Block computes dst for query rows [l0, l1) and the query heads of KV head g
+// (heads g·G … g·G+G−1, G = Heads/KVHeads), flash-attention style: the
+// M = (l1−l0)·G query vectors, scaled and transposed, meet attnKeys keys at a
+// time; each key block's scores Sᵀ (keys × M) = K·Qᵀ go through one online
+// softmax step (running max and sum per query, earlier output rescaled), and
+// O (M × Dh) += P·V. Every K and V row is read once per block of queries,
+// which is what makes prefill fast: the heads of a group and the rows of a
+// block share it.
+func (a *Attn) Block(dst, q, k, v []float32, g, l0, l1 int, s *AttnScratch) {
+	dh, G := a.HeadDim, a.Heads/a.KVHeads
+	qs, ks := a.Heads*dh, a.KVHeads*dh // row strides of q/dst and k/v
+	M := (l1 - l0) * G
+	mp := (M + 7) &^ 7 // tiles are 4 rows of Sᵀ or O, and AVX2 8 columns of Sᵀ
+	buf := s.floats(dh*mp + attnKeys*mp + mp*dh + 4*dh + 3*mp)
+	qt, buf := buf[:dh*mp], buf[dh*mp:]                   // Qᵀ (Dh × mp), scaled
+	st, buf := buf[:attnKeys*mp], buf[attnKeys*mp:]       // Sᵀ, then Pᵀ (keys × mp)
+	o, buf := buf[:mp*dh], buf[mp*dh:]                    // O (mp × Dh)
+	kpad, buf := buf[:4*dh], buf[4*dh:]                   // a last partial group of keys
+	m, l, alpha := buf[:mp], buf[mp:2*mp], buf[2*mp:3*mp] // per query vector
+
+	for c := range M {
+		row := q[(l0+c/G)*qs+(g*G+c%G)*dh:][:dh]
+		col := qt[c:]
+		for d, x := range row {
+			col[d*mp] = x * a.Scale
+		}
+	}
+	for c := M; c < mp; c++ {
+		for d := range dh {
+			qt[d*mp+c] = 0
+		}
+	}
+	for c := range mp {
+		m[c], l[c] = -math.MaxFloat32, 0
+	}
+
+	hi := a.Pos + l1 // keys [lo, hi) are seen by some row
+	lo := 0
+	if a.Window > 0 {
+		lo = max(0, a.Pos+l0+1-a.Window)
+	}
+	for j0 := lo; j0 < hi; j0 += attnKeys {
+		nk := min(attnKeys, hi-j0)
+		kb := k[j0*ks+g*dh:]
+		for jj := 0; jj < nk; jj += 4 {
+			kr, ars := kb[jj*ks:], ks
+			if nk-jj < 4 {
+				clear(kpad)
+				for i := range nk - jj {
+					copy(kpad[i*dh:(i+1)*dh], kr[i*ks:])
+				}
+				kr, ars = kpad, dh
+			}
+			for c0 := 0; c0 < mp; c0 += attnCols {
+				attnTile(st[jj*mp+c0:], mp, kr, ars, 1, qt[c0:], mp, dh, min(attnCols, mp-c0), nil)
+			}
+		}
+		if a.Softcap > 0 {
+			sc := float64(a.Softcap)
+			for jj := range nk {
+				for c, x := range st[jj*mp : jj*mp+M] {
+					st[jj*mp+c] = float32(sc * math.Tanh(float64(x)/sc))
+				}
+			}
+		}
+		a.mask(st, mp, j0, nk, l0, l1, G)
+		attnSoftmax(st, mp, nk, mp, m, l, alpha)
+		for i0 := 0; i0 < mp; i0 += 4 {
+			var al []float32
+			if j0 != lo {
+				al = alpha[i0:]
+			}
+			for d0 := 0; d0 < dh; d0 += attnCols {
+				attnTile(o[i0*dh+d0:], dh, st[i0:], 1, mp, v[j0*ks+g*dh+d0:], ks, nk, min(attnCols, dh-d0), al)
+			}
+		}
+	}
+	for c := range M {
+		inv := 1 / l[c]
+		oc := o[c*dh : (c+1)*dh]
+		out := dst[(l0+c/G)*qs+(g*G+c%G)*dh:][:len(oc)]
+		for d, x := range oc {
+			out[d] = x * inv
+		}
+	}
+}
+
+// mask sets the scores of keys [j0, j0+nk) that query rows [l0, l1) must not
+// see to −Inf in st (keys × mp, query vector c of row l0 + c/G).
+func (a *Attn) mask(st []float32, mp, j0, nk, l0, l1, G int) {
+	last := j0 + nk - 1
+	if last <= a.Pos+l0 && (a.Window == 0 || j0 > a.Pos+l1-1-a.Window) {
+		return // every row sees every key of the block
+	}
+	ninf := float32(math.Inf(-1))
+	for jj := range nk {
+		j := j0 + jj
+		for l := l0; l < l1; l++ {
+			if j <= a.Pos+l && (a.Window == 0 || j > a.Pos+l-a.Window) {
+				continue
+			}
+			row := st[jj*mp+(l-l0)*G:][:G]
+			for c := range row {
+				row[c] = ninf
+			}
+		}
+	}
+}
+
+// attnTileGo is attnTile in Go: c[i][0:n] = alpha[i]·c[i][0:n] (0 when alpha is
+// nil) + Σ_{p<k} a[i·ars + p·aks]·b[p·ldb : p·ldb+n] for rows i < 4.
+func attnTileGo(c []float32, ldc int, a []float32, ars, aks int, b []float32, ldb, k, n int, alpha []float32) {
+	for i := range 4 {
+		ci := c[i*ldc : i*ldc+n]
+		if alpha == nil {
+			clear(ci)
+		} else {
+			for j := range ci {
+				ci[j] *= alpha[i]
+			}
+		}
+		for p := range k {
+			ap := a[i*ars+p*aks]
+			for j, bv := range b[p*ldb : p*ldb+n] {
+				ci[j] += ap * bv
+			}
+		}
+	}
+}
+
+// attnSoftmaxGo is attnSoftmax in Go (float64 exp): one key block's online
+// softmax step over rows × cols scores s (row stride ld). Per column c:
+// mx = max(m[c], s[·][c]); alpha[c] = exp(m[c] − mx); s[j][c] = exp(s[j][c] − mx);
+// l[c] = l[c]·alpha[c] + Σ_j s[j][c]; m[c] = mx.
+func attnSoftmaxGo(s []float32, ld, rows, cols int, m, l, alpha []float32) {
+	for c := range cols {
+		mx := m[c]
+		for j := range rows {
+			mx = max(mx, s[j*ld+c])
+		}
+		al := float32(math.Exp(float64(m[c] - mx)))
+		var sum float32
+		for j := range rows {
+			e := float32(math.Exp(float64(s[j*ld+c] - mx)))
+			s[j*ld+c] = e
+			sum += e
+		}
+		l[c], m[c], alpha[c] = l[c]*al+sum, mx, al
+	}
+}
+
+// attnExpGo is attnExp in Go: s[i] = exp(s[i] − mx), returning Σ s[i].
+func attnExpGo(s []float32, mx float32) float32 {
+	var sum float32
+	for i, x := range s {
+		e := float32(math.Exp(float64(x - mx)))
+		s[i] = e
+		sum += e
+	}
+	return sum
+}
+
 // attnScores writes scores[j] = q·k[j·stride : j·stride+len(q)] for j < len(scores).
 // attnAccum adds Σ_j p[j]·v[j·stride : j·stride+len(out)] to out. Both dispatch to
 // AVX2/FMA assembly when the head dim is a multiple of 8 (see attn_amd64.go).

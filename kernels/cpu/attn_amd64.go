@@ -4,14 +4,36 @@ package cpu
 
 import "github.com/klauspost/cpuid/v2"
 
-// useAttnAVX2 is chosen once; tests flip it to cross-check the Go loops.
-var useAttnAVX2 = cpuid.CPU.Supports(cpuid.AVX2, cpuid.FMA3)
+// The attention kernels in attn_amd64.s are chosen once; tests flip these to
+// cross-check the Go loops.
+var (
+	useAttnAVX2   = cpuid.CPU.Supports(cpuid.AVX2, cpuid.FMA3)
+	useAttnAVX512 = cpuid.CPU.Supports(cpuid.AVX512F, cpuid.AVX512VL, cpuid.BMI2)
+)
 
 //go:noescape
 func attnScoresAVX2(scores, q, k *float32, stride, n, dh int)
 
 //go:noescape
 func attnAccumAVX2(out, v *float32, stride int, p *float32, n, dh int)
+
+//go:noescape
+func attnTileAVX512(c *float32, ldc int, a *float32, ars, aks int, b *float32, ldb, k, n int, alpha *float32)
+
+//go:noescape
+func attnSoftmaxAVX512(s *float32, ld, rows, cols int, m, l, alpha *float32)
+
+//go:noescape
+func attnExpAVX512(s *float32, n int, mx float32) float32
+
+//go:noescape
+func attnTileAVX2(c *float32, ldc int, a *float32, ars, aks int, b *float32, ldb, k, n int, alpha *float32)
+
+//go:noescape
+func attnSoftmaxAVX2(s *float32, ld, rows, cols int, m, l, alpha *float32)
+
+//go:noescape
+func attnExpAVX2(s *float32, n int, mx float32) float32
 
 func attnScores(scores, q, k []float32, stride int) {
 	dh, n := len(q), len(scores)
@@ -31,4 +53,50 @@ func attnAccum(out, v []float32, stride int, p []float32) {
 	}
 	_ = v[(n-1)*stride+dh-1]
 	attnAccumAVX2(&out[0], &v[0], stride*4, &p[0], n, dh)
+}
+
+func attnTile(c []float32, ldc int, a []float32, ars, aks int, b []float32, ldb, k, n int, alpha []float32) {
+	avx2 := useAttnAVX2 && n%8 == 0
+	if !useAttnAVX512 && !avx2 || k < 1 || n < 1 || n > 64 {
+		attnTileGo(c, ldc, a, ars, aks, b, ldb, k, n, alpha)
+		return
+	}
+	_ = c[3*ldc+n-1] // bounds check once
+	_ = a[3*ars+(k-1)*aks]
+	_ = b[(k-1)*ldb+n-1]
+	var al *float32
+	if alpha != nil {
+		_ = alpha[3]
+		al = &alpha[0]
+	}
+	if useAttnAVX512 {
+		attnTileAVX512(&c[0], ldc*4, &a[0], ars*4, aks*4, &b[0], ldb*4, k, n, al)
+	} else {
+		attnTileAVX2(&c[0], ldc*4, &a[0], ars*4, aks*4, &b[0], ldb*4, k, n, al)
+	}
+}
+
+func attnSoftmax(s []float32, ld, rows, cols int, m, l, alpha []float32) {
+	avx2 := useAttnAVX2 && cols%8 == 0
+	if !useAttnAVX512 && !avx2 || rows < 1 || cols < 1 {
+		attnSoftmaxGo(s, ld, rows, cols, m, l, alpha)
+		return
+	}
+	_ = s[(rows-1)*ld+cols-1]
+	_, _, _ = m[cols-1], l[cols-1], alpha[cols-1]
+	if useAttnAVX512 {
+		attnSoftmaxAVX512(&s[0], ld*4, rows, cols, &m[0], &l[0], &alpha[0])
+	} else {
+		attnSoftmaxAVX2(&s[0], ld*4, rows, cols, &m[0], &l[0], &alpha[0])
+	}
+}
+
+func attnExp(s []float32, mx float32) float32 {
+	switch n := len(s) &^ 7; {
+	case useAttnAVX512 && len(s) > 0:
+		return attnExpAVX512(&s[0], len(s), mx)
+	case useAttnAVX2 && n > 0:
+		return attnExpAVX2(&s[0], n, mx) + attnExpGo(s[n:], mx)
+	}
+	return attnExpGo(s, mx)
 }

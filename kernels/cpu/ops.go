@@ -57,13 +57,7 @@ func Attention(out, q, k, v []float32, stride, off, lo, hi int, scale, softcap f
 		scores[j] = s
 		mx = max(mx, s)
 	}
-	var sum float32
-	for i, s := range scores {
-		e := float32(math.Exp(float64(s - mx)))
-		scores[i] = e
-		sum += e
-	}
-	inv := 1 / sum
+	inv := 1 / attnExp(scores, mx)
 	for i := range scores {
 		scores[i] *= inv
 	}
