@@ -15,6 +15,7 @@ type CPU struct {
 	pool    *cpu.Pool
 	scratch chan *cpu.AttnScratch // one per thread
 	attn    attnTask
+	op      opTask
 }
 
 // NewCPU returns a CPU backend running on threads goroutines (≤ 0: all CPUs).
@@ -141,7 +142,8 @@ func (c *CPU) RMSNorm(dst, x, w *Tensor, eps float32) {
 	if dst.Len() != x.Len() || x.Len()%w.Len() != 0 {
 		panic(fmt.Sprintf("kernels: RMSNorm: dst %v, x %v, w %v", dst.Shape, x.Shape, w.Shape))
 	}
-	cpu.RMSNorm(dst.F32(), x.F32(), weightOf("RMSNorm", w).F32, eps)
+	c.op = opTask{op: opRMSNorm, d: dst.F32(), x: x.F32(), y: weightOf("RMSNorm", w).F32, eps: eps}
+	c.op.run(c.pool, x.Len()/w.Len(), w.Len())
 }
 
 // MatMul computes dst (L, N) = x (L, K) · wᵀ.
@@ -159,10 +161,8 @@ func (c *CPU) Add(dst, a, b *Tensor) {
 	if len(d) != len(x) || len(y) == 0 || len(x)%len(y) != 0 || (len(y) != len(x) && len(y) != a.Cols()) {
 		panic(fmt.Sprintf("kernels: Add: dst %v, a %v, b %v", dst.Shape, a.Shape, b.Shape))
 	}
-	n := len(y)
-	for i := range d {
-		d[i] = x[i] + y[i%n]
-	}
+	c.op = opTask{op: opAdd, d: d, x: x, y: y}
+	c.op.run(c.pool, len(d), 1)
 }
 
 // RoPE rotates x (L, heads·Dh) in place for positions [pos, pos+L).
@@ -170,7 +170,8 @@ func (c *CPU) RoPE(x *Tensor, pos int, p *RoPE) {
 	if x.Cols()%p.HeadDim != 0 || 2*len(p.InvFreq) != p.RotaryDim || p.RotaryDim > p.HeadDim {
 		panic(fmt.Sprintf("kernels: RoPE: x %v with head dim %d, rotary dim %d, %d frequencies", x.Shape, p.HeadDim, p.RotaryDim, len(p.InvFreq)))
 	}
-	cpu.RoPE(x.F32(), x.Cols(), p.HeadDim, pos, p.InvFreq, p.Scale)
+	c.op = opTask{op: opRoPE, d: x.F32(), pos: pos, rope: p}
+	c.op.run(c.pool, x.NumRows(), x.Cols())
 }
 
 // Attention runs causal GQA; see [AttnParams]. Prefill (L·H/Hkv ≥ 16 query
@@ -236,18 +237,73 @@ func (t *attnTask) Do(lo, hi int) {
 // GLU computes dst = act(gate)·up elementwise.
 func (c *CPU) GLU(dst, gate, up *Tensor, act Act) {
 	d, g, u := dst.F32(), gate.F32(), up.F32()
-	if len(d) != len(g) || len(g) != len(u) {
-		panic(fmt.Sprintf("kernels: GLU: dst %v, gate %v, up %v", dst.Shape, gate.Shape, up.Shape))
+	if len(d) != len(g) || len(g) != len(u) || act > ActGELU {
+		panic(fmt.Sprintf("kernels: GLU: dst %v, gate %v, up %v, activation %d", dst.Shape, gate.Shape, up.Shape, act))
 	}
-	switch act {
-	case ActSiLU:
-		cpu.SwiGLU(d, g, u)
-	case ActGELUTanh:
-		cpu.GeGLUTanh(d, g, u)
-	case ActGELU:
-		cpu.GeGLU(d, g, u)
+	c.op = opTask{op: opGLU, act: act, d: d, x: g, y: u}
+	c.op.run(c.pool, len(d), 1)
+}
+
+// opTask is one of the small ops. Do runs elements [lo, hi) of Add (d = x + y,
+// y of x's length or one row repeated) and GLU (d = act(x)·y), and rows [lo, hi)
+// of RMSNorm (d = x normalized, times y) and RoPE (d in place).
+type opTask struct {
+	op      uint8
+	act     Act
+	d, x, y []float32
+	eps     float32
+	cols    int // row length for RMSNorm and RoPE
+	pos     int
+	rope    *RoPE
+}
+
+const (
+	opAdd = iota
+	opGLU
+	opRMSNorm
+	opRoPE
+)
+
+// run runs t over [0, n) of units of size elements, split over the threads
+// when it is large enough (a prefill's, not a decode step's) to pay for waking
+// them.
+func (t *opTask) run(p *cpu.Pool, n, size int) {
+	t.cols = size
+	if n*size < 1<<16 {
+		t.Do(0, n)
+	} else {
+		p.Run(n, max(1, 64/size), t)
+	}
+}
+
+func (t *opTask) Do(lo, hi int) {
+	switch t.op {
+	case opRMSNorm:
+		cpu.RMSNorm(t.d[lo*t.cols:hi*t.cols], t.x[lo*t.cols:hi*t.cols], t.y, t.eps)
+		return
+	case opRoPE:
+		p := t.rope
+		cpu.RoPE(t.d[lo*t.cols:hi*t.cols], t.cols, p.HeadDim, t.pos+lo, p.InvFreq, p.Scale)
+		return
+	}
+	d, x := t.d[lo:hi], t.x[lo:hi]
+	switch {
+	case t.op == opGLU && t.act == ActSiLU:
+		cpu.SwiGLU(d, x, t.y[lo:hi])
+	case t.op == opGLU && t.act == ActGELUTanh:
+		cpu.GeGLUTanh(d, x, t.y[lo:hi])
+	case t.op == opGLU:
+		cpu.GeGLU(d, x, t.y[lo:hi])
 	default:
-		panic(fmt.Sprintf("kernels: GLU: unknown activation %d", act))
+		n := len(t.y)
+		for i := 0; i < len(d); { // runs of y from lo's column on
+			y := t.y[(lo+i)%n:]
+			y = y[:min(len(y), len(d)-i)]
+			for j, v := range y {
+				d[i+j] = x[i+j] + v
+			}
+			i += len(y)
+		}
 	}
 }
 
