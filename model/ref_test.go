@@ -175,6 +175,10 @@ func TestLegacyConfig(t *testing.T) {
 	for _, name := range shortCases {
 		t.Run(name, func(t *testing.T) {
 			src, ref := readRef(t, name)
+			src, err := filepath.Abs(src) // the links must resolve from the temp dir
+			if err != nil {
+				t.Fatal(err)
+			}
 			dir := t.TempDir()
 			for dst, from := range map[string]string{"config.json": "config.legacy.json", "model.safetensors": "model.safetensors", "generation_config.json": "generation_config.json"} {
 				if err := os.Symlink(filepath.Join(src, from), filepath.Join(dir, dst)); err != nil {
