@@ -103,16 +103,7 @@ func (a *actB) Do(lo, hi int) {
 	c := float64(int(1)<<a.bits-1) / 2
 	for l := lo; l < hi; l++ {
 		x := a.x[l*K : (l+1)*K]
-		am, ok := absMaxBitsAsm(x)
-		if !ok {
-			var a0, a1 uint32 // |x| bits, which order like the values; two chains
-			for k := 0; k+1 < len(x); k += 2 {
-				a0 = max(a0, math.Float32bits(x[k])&^(1<<31))
-				a1 = max(a1, math.Float32bits(x[k+1])&^(1<<31))
-			}
-			am = max(a0, a1)
-		}
-		d := math.Float32frombits(am) / bMaxT
+		d := absMax(x) / bMaxT
 		a.dq[l] = d
 		xb := a.xb[3*l*K : 3*(l+1)*K]
 		sx, cr := a.sx[l*G:(l+1)*G], a.cr[l*G:(l+1)*G]

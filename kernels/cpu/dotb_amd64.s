@@ -41,31 +41,25 @@ DATA b256<>+0(SB)/4, $0x43800000
 GLOBL b256<>(SB), RODATA|NOPTR, $4
 
 // ROW4 adds one chunk of a 4-bit row (codes at caddr, chunk scales at saddr) to
-// F; C, H, A0-A2, S are scratch.
+// F; C, H, A0, S are scratch (A1, A2 unused). The low nibbles stay in C, the
+// high ones go to H by a GF(2) affine map (GFNI: x >> 4 per byte); ROW4S, for
+// CPUs without GFNI, shifts and masks instead.
 #define ROW4(caddr, saddr, F, C, H, A0, A1, A2, S) \
-	VMOVDQU64   caddr, C; \
+	VMOVDQU64      caddr, C; \
 	VGF2P8AFFINEQB $0, Z24, C, H; \
-	VPANDD      Z6, C, C; \
-	VPXORD      A0, A0, A0; \
-	VPDPBUSD    Z0, C, A0; \
-	VPDPBUSD    Z1, H, A0; \
-	VPSLLD      $8, A0, A0; \
-	VPDPBUSD    Z2, C, A0; \
-	VPDPBUSD    Z3, H, A0; \
-	VPSLLD      $8, A0, A0; \
-	VPDPBUSD    Z4, C, A0; \
-	VPDPBUSD    Z5, H, A0; \
-	VCVTDQ2PS   A0, A0; \
-	VMOVUPS.Z   saddr, K1, S; \
-	VPERMPS     S, Z7, S; \
-	VFMADD231PS S, A0, F
+	VPANDD         Z6, C, C; \
+	DOT4(saddr, F, C, H, A0, S)
 
-// ROW4S is ROW4 without GFNI: the high nibbles by a shift and a mask.
 #define ROW4S(caddr, saddr, F, C, H, A0, A1, A2, S) \
-	VMOVDQU64   caddr, C; \
-	VPSRLW      $4, C, H; \
-	VPANDD      Z6, C, C; \
-	VPANDD      Z6, H, H; \
+	VMOVDQU64 caddr, C; \
+	VPSRLW    $4, C, H; \
+	VPANDD    Z6, C, C; \
+	VPANDD    Z6, H, H; \
+	DOT4(saddr, F, C, H, A0, S)
+
+// DOT4 is the rest of ROW4: A0 = ((Σ·hi)·2⁸ + Σ·mid)·2⁸ + Σ·lo, each VPDPBUSD
+// accumulating onto the shifted sum, then F += float(A0)·scales.
+#define DOT4(saddr, F, C, H, A0, S) \
 	VPXORD      A0, A0, A0; \
 	VPDPBUSD    Z0, C, A0; \
 	VPDPBUSD    Z1, H, A0; \
@@ -96,8 +90,9 @@ GLOBL b256<>(SB), RODATA|NOPTR, $4
 	VPERMPS     S, Z7, S; \
 	VFMADD231PS S, A2, F
 
-// FINISH stores row sum F (FY, FX its lower halves; its row's scales and biases at R9/R10) to (DI) and
-// steps DI, R9, R10 to the next row. LOOP and TAIL are label names.
+// FINISH stores row sum F (FY, FX its lower halves; its row's scales and biases
+// at R9/R10) to (DI) and steps DI, R9, R10 to the next row. LOOP and TAIL are
+// label names.
 #define FINISH(F, FY, FX, LOOP, TAIL) \
 	MOVQ            dq+96(FP), AX; \
 	VMULPS.BCST     (AX), F, F; \

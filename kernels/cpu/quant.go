@@ -71,12 +71,7 @@ func (a *actQ) Do(lo, hi int) {
 	K, G, Gp, gs := a.K, a.G, a.Gp, a.gs
 	for l := lo; l < hi; l++ {
 		x := a.x[l*K : (l+1)*K]
-		var a0, a1 uint32 // |x| bits, which order like the values; two chains
-		for k := 0; k+1 < len(x); k += 2 {
-			a0 = max(a0, math.Float32bits(x[k])&^(1<<31))
-			a1 = max(a1, math.Float32bits(x[k+1])&^(1<<31))
-		}
-		d := math.Float32frombits(max(a0, a1)) / 32767
+		d := absMax(x) / 32767
 		a.dq[l] = d
 		for g := range G {
 			o := g * gs
@@ -87,6 +82,23 @@ func (a *actQ) Do(lo, hi int) {
 		clear(a.sx[l*Gp+G : (l+1)*Gp])
 		clear(a.cr[l*Gp+G : (l+1)*Gp])
 	}
+}
+
+// absMax returns max|x| by bit pattern (a NaN orders above +Inf, so it
+// propagates into the scale).
+func absMax(x []float32) float32 {
+	if b, ok := absMaxBitsAsm(x); ok {
+		return math.Float32frombits(b)
+	}
+	var a0, a1 uint32 // |x| bits, which order like the values; two chains
+	for k := 0; k+1 < len(x); k += 2 {
+		a0 = max(a0, math.Float32bits(x[k])&^(1<<31))
+		a1 = max(a1, math.Float32bits(x[k+1])&^(1<<31))
+	}
+	if len(x)%2 == 1 {
+		a0 = max(a0, math.Float32bits(x[len(x)-1])&^(1<<31))
+	}
+	return math.Float32frombits(max(a0, a1))
 }
 
 // q4Chunk is the 4-bit activation chunk for group size gs: 64 when the groups
