@@ -15,7 +15,7 @@ func TestQuantGroupB(t *testing.T) {
 		C := bChunk(bits)
 		K := 3 * C
 		x := randVec(r, K)
-		x[7] = 0.5 * float32(1e3/bMaxT) // a tie: rounds to even
+		x[7] = 0.5 * float32(1e3/bMaxT) // near half a step: Go and asm must round alike
 		x[5] = -1e3                     // the row's amax: t = −bMaxT exactly
 		var a actB
 		a.quantize(nil, x, 1, K, 32, bits)
