@@ -7,28 +7,46 @@ import (
 )
 
 // ReadBandwidth measures how fast the pool's threads together read memory, in
-// GB/s (10⁹ bytes per second): each thread sums its contiguous share of a
-// buffer of the given size with wide loads (AVX2 on amd64). Make bytes several
-// times the last-level cache (256 MB is a good default) so the figure is DRAM
-// bandwidth. It returns the median of five timed passes after one warm-up, and
-// allocates the buffer for the duration of the call.
+// GB/s (10⁹ bytes per second): the median of five timed passes of a
+// [BandwidthProbe] over a buffer of the given size, which it allocates for the
+// duration of the call.
 func ReadBandwidth(p *Pool, bytes int) float64 {
-	const page = 4096
-	bytes = max(bytes, page*p.Threads()) / page * page
-	buf := make([]byte, bytes)
-	for i := 0; i < len(buf); i += page {
-		buf[i] = 1 // fault every page in before timing
-	}
-	t := &bwTask{buf: buf}
+	b := NewBandwidthProbe(p, bytes)
 	var gbs [5]float64
-	p.Run(len(buf)/page, 1, t) // warm-up
 	for i := range gbs {
-		start := time.Now()
-		p.Run(len(buf)/page, 1, t)
-		gbs[i] = float64(len(buf)) / time.Since(start).Seconds() / 1e9
+		gbs[i] = b.Sample()
 	}
 	slices.Sort(gbs[:])
 	return gbs[len(gbs)/2]
+}
+
+// BandwidthProbe reads a buffer it keeps with all of a pool's threads: each
+// thread sums its contiguous share with wide loads (AVX2 on amd64). Make the
+// buffer several times the last-level cache (256 MB is a good default) so a
+// sample is DRAM bandwidth. A virtual machine's bandwidth can drift by 2× within
+// seconds, so take samples while the thing it is compared with runs.
+type BandwidthProbe struct {
+	p *Pool
+	t bwTask
+}
+
+// NewBandwidthProbe allocates the buffer, faults it in and reads it once.
+func NewBandwidthProbe(p *Pool, bytes int) *BandwidthProbe {
+	const page = 4096
+	bytes = max(bytes, page*p.Threads()) / page * page
+	b := &BandwidthProbe{p: p, t: bwTask{buf: make([]byte, bytes)}}
+	for i := 0; i < len(b.t.buf); i += page {
+		b.t.buf[i] = 1 // fault every page in before timing
+	}
+	b.Sample() // warm-up
+	return b
+}
+
+// Sample times one pass over the buffer and returns its GB/s.
+func (b *BandwidthProbe) Sample() float64 {
+	start := time.Now()
+	b.p.Run(len(b.t.buf)/4096, 1, &b.t)
+	return float64(len(b.t.buf)) / time.Since(start).Seconds() / 1e9
 }
 
 type bwTask struct {
