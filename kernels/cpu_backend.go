@@ -43,11 +43,18 @@ func (c *CPU) New(shape ...int) *Tensor {
 	return FromF32(make([]float32, n), shape...)
 }
 
-// Upload checks a host tensor and attaches its [cpu.Weight] view. It copies nothing.
+// Upload checks a host tensor and attaches its [cpu.Weight] view. It copies
+// nothing, except the 4/8-bit weights this CPU's kernels read in their own
+// layout (see [cpu.Prepare]): those move there in one copy, and the tensor
+// returned is a new one that no longer views t's memory.
 func (c *CPU) Upload(t *Tensor) (*Tensor, error) {
 	w, err := hostWeight(t)
 	if err != nil {
 		return nil, err
+	}
+	cpu.Prepare(w)
+	if w.Q != nil && w.Q.Blocked != nil {
+		return &Tensor{DType: t.DType, Shape: t.Shape, GroupSize: t.GroupSize, Buf: w}, nil
 	}
 	t.Buf = w
 	return t, nil

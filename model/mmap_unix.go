@@ -5,6 +5,7 @@ package model
 import (
 	"fmt"
 	"os"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -38,4 +39,16 @@ func unmapFile(b []byte) error {
 		return nil
 	}
 	return unix.Munmap(b)
+}
+
+// releasePages drops the whole pages inside b, part of a read-only file
+// mapping, from the process's memory.
+func releasePages(b []byte) {
+	pg := uintptr(os.Getpagesize())
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	lo := int((pg - p%pg) % pg)
+	hi := len(b) - int((p+uintptr(len(b)))%pg)
+	if hi > lo {
+		_ = unix.Madvise(b[lo:hi], unix.MADV_DONTNEED) // advice: an error only keeps the pages
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"unsafe"
 
 	"github.com/ingot-llm/ingot/kernels"
 )
@@ -230,6 +231,24 @@ func (w *weightFiles) mapInto(b kernels.Backend) {
 			continue
 		}
 		w.unmaps = append(w.unmaps, unmap)
+	}
+}
+
+// release tells the system that b, if it lies in one of the mapped files, will
+// not be read again, so its pages leave the process's memory (they stay in the
+// page cache, and a later read maps them back).
+func (w *weightFiles) release(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	for _, m := range w.maps {
+		if len(m) > 0 {
+			if q := uintptr(unsafe.Pointer(unsafe.SliceData(m))); p >= q && p+uintptr(len(b)) <= q+uintptr(len(m)) {
+				releasePages(b)
+				return
+			}
+		}
 	}
 }
 

@@ -151,6 +151,9 @@ func (l *loader) upload(name string, t *kernels.Tensor) (*kernels.Tensor, error)
 	if t.Scales != nil {
 		l.bytes += int64(len(t.Scales.Data) + len(t.Biases.Data))
 	}
+	if u != t && l.files != nil {
+		l.files.release(t.Data) // the backend keeps its own copy
+	}
 	return u, nil
 }
 

@@ -82,7 +82,7 @@ func checkMatVecB(t *testing.T) {
 						for _, ks := range sets {
 							got := make([]float32, s.N+1)
 							got[s.N] = 42 // the kernel must not write past its rows
-							ks.qMatVecB(got[:s.N], w.Q, K, 0, &a, l)
+							ks.qMatVecB(got[:s.N], forKernels(ks, w).Q, K, 0, &a, l)
 							if got[s.N] != 42 {
 								t.Fatalf("%s: wrote past the last row", ks.name)
 							}

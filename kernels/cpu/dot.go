@@ -17,6 +17,11 @@ type kernelSet struct {
 	// qMatVecB, if set, is qMatVec on byte-plane activations (see actB), for
 	// the weights bFits takes; MatMul prefers it.
 	qMatVecB func(dst []float32, q *QMatrix, K, n0 int, a *actB, l int)
+	// blocked: qMatVecB reads only the blocked layout, and Prepare moves the
+	// weights it takes there (see blocked.go). Its rows [n0, n0+len(dst))
+	// are then whole blocks: n0 a multiple of 4, and so is len(dst) unless the
+	// rows run to the last.
+	blocked bool
 
 	// fMatVec writes dst[i] = row n0+i of w · x for f32, f16 and bf16 weights.
 	fMatVec func(dst []float32, w *Weight, n0 int, x []float32)

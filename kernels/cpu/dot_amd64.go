@@ -75,15 +75,15 @@ func qMatVecAVX2(dst []float32, q *QMatrix, K, n0 int, a *actQ, l int) {
 	f(&dst[0], n, &w[0], words*4, &s[0], &b[0], G, &xq[0], &dq[0], &sx[0], &cr[0], bpg, &tailMask[8-G%8])
 }
 
-// qMatVecBAsm runs the byte-dot kernels (see actB).
+// qMatVecBAsm runs the byte-dot kernels (see actB) on a blocked q.
 func qMatVecBAsm(dst []float32, q *QMatrix, K, n0 int, a *actB, l int) {
 	n := len(dst)
 	if n == 0 {
 		return
 	}
-	G, words := a.G, K*q.Bits/32
-	w := q.W[n0*words : (n0+n)*words]
-	s, b := q.Scales[n0*G:(n0+n)*G], q.Biases[n0*G:(n0+n)*G]
+	q.checkBlocked(n0, n, K)
+	G, S1 := a.G, blockRowBytes(q, K)
+	w := q.Blocked[n0*S1 : (n0+n)*S1]
 	xb := a.xb[3*l*K : 3*(l+1)*K]
 	sx, cr := a.sx[l*G:(l+1)*G], a.cr[l*G:(l+1)*G]
 	f := qMatVecB8
@@ -93,7 +93,7 @@ func qMatVecBAsm(dst []float32, q *QMatrix, K, n0 int, a *actB, l int) {
 	case q.Bits == 4:
 		f = qMatVecB4S
 	}
-	f(&dst[0], n, &w[0], words*4, &s[0], &b[0], G, &xb[0], K/a.C, &a.soff[0], &a.idx[0], a.kmsk,
+	f(&dst[0], n, &w[0], S1, G, &xb[0], K/a.C, &a.soff[0], &a.idx[0], a.kmsk,
 		&a.dq[l], &sx[0], &cr[0], 1<<(G%16)-1)
 }
 
@@ -182,6 +182,7 @@ var kernVNNI = kernelSet{
 	avail:    hasVNNI,
 	qMatVec:  qMatVecAVX2,
 	qMatVecB: qMatVecBAsm,
+	blocked:  true,
 	fMatVec:  fMatVecAVX2,
 	fTile:    fTileAVX2,
 	fTileN:   2, fTileL: 4,
@@ -227,13 +228,13 @@ func sumBytesAsm(b []byte) (uint64, bool) {
 }
 
 //go:noescape
-func qMatVecB4(dst *float32, n int, w *uint32, wstride int, s, b *float32, G int, xb *int8, nchunk int, soff, idx *int32, kmsk uint64, dq, sx, cr *float32, tmsk uint64)
+func qMatVecB4(dst *float32, n int, w *byte, rstride, G int, xb *int8, nchunk int, soff, idx *int32, kmsk uint64, dq, sx, cr *float32, tmsk uint64)
 
 //go:noescape
-func qMatVecB4S(dst *float32, n int, w *uint32, wstride int, s, b *float32, G int, xb *int8, nchunk int, soff, idx *int32, kmsk uint64, dq, sx, cr *float32, tmsk uint64)
+func qMatVecB4S(dst *float32, n int, w *byte, rstride, G int, xb *int8, nchunk int, soff, idx *int32, kmsk uint64, dq, sx, cr *float32, tmsk uint64)
 
 //go:noescape
-func qMatVecB8(dst *float32, n int, w *uint32, wstride int, s, b *float32, G int, xb *int8, nchunk int, soff, idx *int32, kmsk uint64, dq, sx, cr *float32, tmsk uint64)
+func qMatVecB8(dst *float32, n int, w *byte, rstride, G int, xb *int8, nchunk int, soff, idx *int32, kmsk uint64, dq, sx, cr *float32, tmsk uint64)
 
 //go:noescape
 func dequantPanel4(p *float32, w *uint32, s, b *float32, groups, wpg int, woff, soff *int32)

@@ -94,12 +94,12 @@ GLOBL b256<>(SB), RODATA|NOPTR, $4
 // at R9/R10) to (DI) and steps DI, R9, R10 to the next row. LOOP and TAIL are
 // label names.
 #define FINISH(F, FY, FX, LOOP, TAIL) \
-	MOVQ            dq+96(FP), AX; \
+	MOVQ            dq+80(FP), AX; \
 	VMULPS.BCST     (AX), F, F; \
-	MOVQ            sx+104(FP), AX; \
-	MOVQ            cr+112(FP), BX; \
+	MOVQ            sx+88(FP), AX; \
+	MOVQ            cr+96(FP), BX; \
 	XORQ            DX, DX; \
-	MOVQ            G+48(FP), R12; \
+	MOVQ            G+32(FP), R12; \
 	SHRQ            $4, R12; \
 	JZ              TAIL; \
 LOOP: \
@@ -145,20 +145,19 @@ TAIL: \
 	VMOVDQU64 128(BX), Z2
 
 // BODY is a whole kernel for row macro ROW, plane loads LOADX and XSTEP plane
-// bytes per chunk.
+// bytes per chunk, over rows in the blocked layout (blocked.go): four-row
+// blocks while four rows are left, then one-row blocks. R9 and R10 point at
+// the block's scales and biases, which end where the next block starts.
 #define BODY(ROW, LOADX, XSTEP) \
-	MOVQ      idx+80(FP), AX; \
+	MOVQ      idx+64(FP), AX; \
 	VMOVDQU32 (AX), Z7; \
-	KMOVQ     kmsk+88(FP), K1; \
-	KMOVQ     tmsk+120(FP), K2; \
+	KMOVQ     kmsk+72(FP), K1; \
+	KMOVQ     tmsk+104(FP), K2; \
 	MOVQ      dst+0(FP), DI; \
 	MOVQ      n+8(FP), CX; \
 	MOVQ      w+16(FP), SI; \
-	MOVQ      wstride+24(FP), R8; \
-	LEAQ      (R8)(R8*2), R14; \
-	MOVQ      s+32(FP), R9; \
-	MOVQ      b+40(FP), R10; \
-	MOVQ      G+48(FP), R11; \
+	MOVQ      rstride+24(FP), R8; \
+	MOVQ      G+32(FP), R11; \
 	SHLQ      $2, R11; \
 	LEAQ      (R11)(R11*2), R15; \
 block4: \
@@ -168,35 +167,36 @@ block4: \
 	VPXORD    Z9, Z9, Z9; \
 	VPXORD    Z10, Z10, Z10; \
 	VPXORD    Z11, Z11, Z11; \
-	LEAQ      (R9)(R11*8), DX; \
-	LEAQ      (R10)(R11*8), AX; \
+	MOVQ      nchunk+48(FP), R9; \
+	SHLQ      $8, R9; \
+	ADDQ      SI, R9; \
+	LEAQ      (R9)(R11*4), R10; \
+	LEAQ      (R9)(R8*PFBLK), DX; \
 	MOVQ      R11, R12; \
-	SHRQ      $4, R12; \
+	SHRQ      $3, R12; \
 pfsb: \
 	PREFETCHT1 (DX); \
-	PREFETCHT1 (AX); \
 	ADDQ      $64, DX; \
-	ADDQ      $64, AX; \
 	DECQ      R12; \
 	JG        pfsb; \
 	MOVQ      SI, AX; \
-	MOVQ      xb+56(FP), BX; \
-	MOVQ      soff+72(FP), R13; \
-	MOVQ      nchunk+64(FP), R12; \
+	MOVQ      xb+40(FP), BX; \
+	MOVQ      soff+56(FP), R13; \
+	MOVQ      nchunk+48(FP), R12; \
 chunk4: \
 	LOADX; \
 	LEAQ      (AX)(R8*PFBLK), DX; \
 	PF((DX)); \
-	PF((DX)(R8*1)); \
-	PF((DX)(R8*2)); \
-	PF((DX)(R14*1)); \
+	PF(64(DX)); \
+	PF(128(DX)); \
+	PF(192(DX)); \
 	MOVLQSX   (R13), DX; \
 	ADDQ      R9, DX; \
 	ROW((AX), (DX), Z8, Z12, Z13, Z14, Z15, Z16, Z17); \
-	ROW((AX)(R8*1), (DX)(R11*1), Z9, Z18, Z19, Z20, Z21, Z22, Z23); \
-	ROW((AX)(R8*2), (DX)(R11*2), Z10, Z12, Z13, Z14, Z15, Z16, Z17); \
-	ROW((AX)(R14*1), (DX)(R15*1), Z11, Z18, Z19, Z20, Z21, Z22, Z23); \
-	ADDQ      $64, AX; \
+	ROW(64(AX), (DX)(R11*1), Z9, Z18, Z19, Z20, Z21, Z22, Z23); \
+	ROW(128(AX), (DX)(R11*2), Z10, Z12, Z13, Z14, Z15, Z16, Z17); \
+	ROW(192(AX), (DX)(R15*1), Z11, Z18, Z19, Z20, Z21, Z22, Z23); \
+	ADDQ      $256, AX; \
 	ADDQ      $XSTEP, BX; \
 	ADDQ      $4, R13; \
 	DECQ      R12; \
@@ -205,17 +205,21 @@ chunk4: \
 	FINISH(Z9, Y9, X9, fin1, tail1); \
 	FINISH(Z10, Y10, X10, fin2, tail2); \
 	FINISH(Z11, Y11, X11, fin3, tail3); \
-	LEAQ      (SI)(R8*4), SI; \
+	MOVQ      R10, SI; \
 	SUBQ      $4, CX; \
 	JMP       block4; \
 single: \
 	TESTQ     CX, CX; \
 	JZ        done; \
 	VPXORD    Z8, Z8, Z8; \
+	MOVQ      nchunk+48(FP), R9; \
+	SHLQ      $6, R9; \
+	ADDQ      SI, R9; \
+	LEAQ      (R9)(R11*1), R10; \
 	MOVQ      SI, AX; \
-	MOVQ      xb+56(FP), BX; \
-	MOVQ      soff+72(FP), R13; \
-	MOVQ      nchunk+64(FP), R12; \
+	MOVQ      xb+40(FP), BX; \
+	MOVQ      soff+56(FP), R13; \
+	MOVQ      nchunk+48(FP), R12; \
 chunk1: \
 	LOADX; \
 	PF(PFB(AX)); \
@@ -228,27 +232,26 @@ chunk1: \
 	DECQ      R12; \
 	JNZ       chunk1; \
 	FINISH(Z8, Y8, X8, fin4, tail4); \
-	ADDQ      R8, SI; \
+	MOVQ      R10, SI; \
 	DECQ      CX; \
 	JMP       single; \
 done: \
 	VZEROUPPER; \
 	RET
 
-// qMatVecB4(dst *float32, n int, w *uint32, wstride int, s, b *float32, G int,
-//     xb *int8, nchunk int, soff, idx *int32, kmsk uint64, dq, sx, cr *float32,
-//     tmsk uint64)
-TEXT ·qMatVecB4(SB), NOSPLIT, $0-128
+// qMatVecB4(dst *float32, n int, w *byte, rstride, G int, xb *int8, nchunk int,
+//     soff, idx *int32, kmsk uint64, dq, sx, cr *float32, tmsk uint64)
+TEXT ·qMatVecB4(SB), NOSPLIT, $0-112
 	VPBROADCASTD b0f<>(SB), Z6
 	VPBROADCASTQ bhi4<>(SB), Z24
 	BODY(ROW4, LOADX4, 384)
 
 // qMatVecB4S: qMatVecB4 for CPUs without GFNI.
-TEXT ·qMatVecB4S(SB), NOSPLIT, $0-128
+TEXT ·qMatVecB4S(SB), NOSPLIT, $0-112
 	VPBROADCASTD b0f<>(SB), Z6
 	BODY(ROW4S, LOADX4, 384)
 
 // qMatVecB8: as qMatVecB4 for 8-bit codes.
-TEXT ·qMatVecB8(SB), NOSPLIT, $0-128
+TEXT ·qMatVecB8(SB), NOSPLIT, $0-112
 	VBROADCASTSS b256<>(SB), Z6
 	BODY(ROW8, LOADX8, 192)

@@ -29,6 +29,10 @@ type QMatrix struct {
 	Bits, GroupSize int
 	W               []uint32  // N · K·Bits/32
 	Scales, Biases  []float32 // N · K/GroupSize
+
+	// Blocked, if set, holds the codes, scales and biases instead (W, Scales
+	// and Biases are nil) in the blocked layout of blocked.go: see Prepare.
+	Blocked []byte
 }
 
 // Bytes returns the number of bytes a mat-vec reads from w: the packed codes or
@@ -40,7 +44,7 @@ func (w *Weight) Bytes() int {
 	case FormatF16, FormatBF16:
 		return 2 * w.N * w.K
 	case FormatQ:
-		return 4 * (len(w.Q.W) + len(w.Q.Scales) + len(w.Q.Biases))
+		return len(w.Q.Blocked) + 4*(len(w.Q.W)+len(w.Q.Scales)+len(w.Q.Biases))
 	}
 	return 0
 }
@@ -97,7 +101,9 @@ func (p *Pool) MatMul(dst, x []float32, L int, w *Weight) {
 		if t.k.pTile != nil && w.N >= panelN {
 			p.xp.pack(p, x, L, w.K, panelStep(q.GroupSize), t.k.pTileL)
 		}
-	case w.Format == FormatQ && t.k.qMatVecB != nil && bFits(w.Q, w.K):
+	case w.Format == FormatQ && w.Q.Blocked != nil && !t.k.blocked:
+		panic(fmt.Sprintf("cpu: MatMul: a blocked weight (see Prepare) with the %s kernels", t.k.name))
+	case w.Format == FormatQ && t.k.qMatVecB != nil && bFits(w.Q, w.K) && (w.Q.Blocked != nil) == t.k.blocked:
 		p.actb.quantize(p, x, L, w.K, w.Q.GroupSize, w.Q.Bits)
 		t.b = &p.actb
 		t.run = (*mmTask).doQB
@@ -156,6 +162,7 @@ const deqMinL = 16
 type deqBuf struct {
 	w Weight // FormatF32 view of buf
 	f []float32
+	q QMatrix // rows of a blocked weight, unblocked
 
 	p  []float32 // a panel step: panelN rows × kc elements, element-major (see doQPanel)
 	tt []float32 // the last token tile's output
@@ -216,11 +223,12 @@ func (t *mmTask) doQPanel(db *deqBuf, n0, n1 int) int {
 	db.tt = grow(db.tt, tl*panelN)
 	nb := n0
 	for ; nb+panelN <= n1; nb += panelN {
+		qp, base := q.rowMajor(&db.q, nb, nb+panelN, K)
 		for k0 := 0; k0 < K; k0 += kc {
 			kn := min(kc, K-k0)
 			pn := db.p[:panelN*kn]
-			if k.dPanel == nil || !k.dPanel(pn, q, nb, K, k0, kn) {
-				q.dequantPanel(pn, nb, K, k0, kn)
+			if k.dPanel == nil || !k.dPanel(pn, qp, nb-base, K, k0, kn) {
+				qp.dequantPanel(pn, nb-base, K, k0, kn)
 			}
 			acc := k0 > 0
 			l := 0
@@ -314,8 +322,9 @@ func (t *mmTask) doQDeq(n0, n1 int) {
 	db.f = grow(db.f, min(rb, n1-n0)*K)
 	for nb := n0; nb < n1; nb += rb {
 		ne := min(nb+rb, n1)
+		qb, base := q.rowMajor(&db.q, nb, ne, K)
 		for n := nb; n < ne; n++ {
-			q.dequantRowFast(db.f[(n-nb)*K:(n-nb+1)*K], n, K)
+			qb.dequantRowFast(db.f[(n-nb)*K:(n-nb+1)*K], n-base, K)
 		}
 		db.w = Weight{Format: FormatF32, N: ne - nb, K: K, F32: db.f[:(ne-nb)*K]}
 		w := &db.w
@@ -464,6 +473,10 @@ func (w *Weight) Row(dst []float32, n int) {
 // DequantRow writes row n (K elements) of q into dst in float32, exactly as MLX
 // evaluates it: float32(scale·q) rounded, then + bias.
 func (q *QMatrix) DequantRow(dst []float32, n, K int) {
+	if q.Blocked != nil {
+		q.dequantBlockedRow(dst[:K], n, K)
+		return
+	}
 	words := K * q.Bits / 32
 	w := q.W[n*words : (n+1)*words]
 	groups := K / q.GroupSize
@@ -481,7 +494,7 @@ func (q *QMatrix) DequantRow(dst []float32, n, K int) {
 // float32 operations, so the same bits.
 func (q *QMatrix) dequantRowFast(dst []float32, n, K int) {
 	gs := q.GroupSize
-	if (q.Bits != 4 && q.Bits != 8) || gs%8 != 0 {
+	if (q.Bits != 4 && q.Bits != 8) || gs%8 != 0 || q.Blocked != nil {
 		q.DequantRow(dst, n, K)
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -321,7 +322,7 @@ func TestMatMul(t *testing.T) {
 			t.Run(tc.name+"/k="+ks.name, func(t *testing.T) {
 				defer useKernels(ks)()
 				got := make([]float32, tc.L*tc.N)
-				p.MatMul(got, x, tc.L, w)
+				p.MatMul(got, x, tc.L, forKernels(ks, w))
 				res := 0.0
 				if tc.L < deqMinL {
 					res = actRes(ks, w)
@@ -399,7 +400,13 @@ func TestMatMulAllocs(t *testing.T) {
 		{"q4/L=29", randWeight(r, FormatQ, 96, 2048, 4, 64), 29},
 		{"f16/L=1", randWeight(r, FormatF16, 256, 512, 0, 0), 1},
 		{"bf16/L=5", randWeight(r, FormatBF16, 256, 512, 0, 0), 5},
+		{"q4-prepared/L=1", randWeight(r, FormatQ, 258, 512, 4, 64), 1},
+		{"q8-prepared/L=3", randWeight(r, FormatQ, 256, 512, 8, 64), 3},
+		{"q4-prepared/L=29", randWeight(r, FormatQ, 96, 2048, 4, 64), 29},
 	} {
+		if strings.Contains(tc.name, "prepared") {
+			Prepare(tc.w)
+		}
 		x := randVec(r, tc.L*tc.w.K)
 		dst := make([]float32, tc.L*tc.w.N)
 		p.MatMul(dst, x, tc.L, tc.w) // grow the scratch

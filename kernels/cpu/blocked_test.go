@@ -1,0 +1,60 @@
+package cpu
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// forKernels returns w as MatMul with kernel set ks takes it after Prepare: a
+// blocked copy for the sets that read the blocked layout, else w.
+func forKernels(ks *kernelSet, w *Weight) *Weight {
+	if !ks.blocked || w.Format != FormatQ || !blockFits(w.Q, w.K) {
+		return w
+	}
+	c, q := *w, *w.Q
+	c.Q = &q
+	q.block(c.N, c.K)
+	return &c
+}
+
+// TestBlocked moves weights to the blocked layout and back, at four-row block
+// edges (N mod 4 = 0…3) and every chunk and group shape, and reads rows of it
+// as DequantRow does.
+func TestBlocked(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	for _, bits := range []int{4, 8} {
+		for _, gs := range []int{32, 64, 128} {
+			for _, N := range []int{1, 3, 4, 6, 9, 12, 15} {
+				K := 2 * max(gs, bChunk(bits))
+				w := randWeight(r, FormatQ, N, K, bits, gs)
+				b := forKernels(&kernelSet{blocked: true}, w)
+				if b.Q.Blocked == nil || b.Q.W != nil || b.Q.Scales != nil || b.Q.Biases != nil {
+					t.Fatalf("q%d gs=%d N=%d: not blocked", bits, gs, N)
+				}
+				if got, want := b.Bytes(), N*blockRowBytes(w.Q, K); got != want {
+					t.Fatalf("q%d gs=%d N=%d: Bytes %d, want %d", bits, gs, N, got, want)
+				}
+				var u QMatrix
+				for n0 := 0; n0 < N; n0++ {
+					for n1 := n0 + 1; n1 <= N; n1++ {
+						b.Q.unblock(&u, n0, n1, K)
+						G, words := K/gs, K*bits/32
+						if !slices.Equal(u.W, w.Q.W[n0*words:n1*words]) || !slices.Equal(u.Scales, w.Q.Scales[n0*G:n1*G]) ||
+							!slices.Equal(u.Biases, w.Q.Biases[n0*G:n1*G]) {
+							t.Fatalf("q%d gs=%d N=%d: rows [%d, %d) unblock to other values", bits, gs, N, n0, n1)
+						}
+					}
+				}
+				want, got := make([]float32, K), make([]float32, K)
+				for n := range N {
+					w.Q.DequantRow(want, n, K)
+					b.Q.DequantRow(got, n, K)
+					if !slices.Equal(got, want) {
+						t.Fatalf("q%d gs=%d N=%d: DequantRow(%d) differs", bits, gs, N, n)
+					}
+				}
+			}
+		}
+	}
+}
