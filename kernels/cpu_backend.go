@@ -60,6 +60,22 @@ func (c *CPU) Upload(t *Tensor) (*Tensor, error) {
 	return t, nil
 }
 
+// WeightBytes returns the bytes a mat-vec reads of weight t: for a tensor the
+// CPU backend uploaded, those of the layout it keeps (see [cpu.Prepare]); else
+// t's data, scales and biases.
+func WeightBytes(t *Tensor) int {
+	if w, ok := t.Buf.(*cpu.Weight); ok {
+		return w.Bytes()
+	}
+	n := len(t.Data)
+	for _, d := range []*Tensor{t.Scales, t.Biases} {
+		if d != nil {
+			n += len(d.Data)
+		}
+	}
+	return n
+}
+
 // checkWeight validates a 1-D or 2-D host tensor (a 1-D tensor is one row) and
 // returns its rows and columns.
 func checkWeight(t *Tensor) (n, k int, err error) {

@@ -118,9 +118,11 @@ func (s *synthetic) matrix(rows, cols int) *kernels.Tensor {
 		g := 64
 		t.GroupSize = g
 		sc, bi := make([]float32, n/g), make([]float32, n/g)
-		step := float32(0.02*4) / float32(int(1)<<bits-1) // ±2σ over the code range
+		// ±2σ over the code range; bf16 values, as MLX stores them
+		step := cpu.BF16ToF32(cpu.F32ToBF16(float32(0.02*4) / float32(int(1)<<bits-1)))
+		bias := cpu.BF16ToF32(cpu.F32ToBF16(-0.04))
 		for i := range sc {
-			sc[i], bi[i] = step, -0.04
+			sc[i], bi[i] = step, bias
 		}
 		t.Scales, t.Biases = kernels.FromF32(sc, rows, cols/g), kernels.FromF32(bi, rows, cols/g)
 	case s.dt == kernels.DTypeF32:

@@ -147,10 +147,7 @@ func (l *loader) upload(name string, t *kernels.Tensor) (*kernels.Tensor, error)
 	if err != nil {
 		return nil, fmt.Errorf("model: tensor %q: %w", name, err)
 	}
-	l.bytes += int64(len(t.Data))
-	if t.Scales != nil {
-		l.bytes += int64(len(t.Scales.Data) + len(t.Biases.Data))
-	}
+	l.bytes += int64(kernels.WeightBytes(u))
 	if u != t && l.files != nil {
 		l.files.release(t.Data) // the backend keeps its own copy
 	}

@@ -72,19 +72,16 @@ func kernelTests(ctx context.Context, b kernels.Backend, cfg *model.Config, dt k
 			if L > 1 && m.what == "lm_head" {
 				continue // prefill runs lm_head on the last token only
 			}
-			h := model.SyntheticMatrix(dt, m.N, m.K, seed)
 			// mat-vecs rotate over copies of at least 96 MB together, so each
 			// call reads memory rather than a last-level cache
-			ws := make([]*kernels.Tensor, 1)
-			if L == 1 {
-				ws = make([]*kernels.Tensor, max(1, (96<<20+hostBytes(h)-1)/hostBytes(h)))
-			}
-			for i := range ws {
-				w, err := b.Upload(h)
+			var ws []*kernels.Tensor
+			for bytes := 0; len(ws) == 0 || L == 1 && bytes < 96<<20; {
+				w, err := b.Upload(model.SyntheticMatrix(dt, m.N, m.K, seed+uint64(len(ws))))
 				if err != nil {
 					return nil, err
 				}
-				ws[i] = w
+				ws = append(ws, w)
+				bytes += kernels.WeightBytes(w)
 			}
 			x, err := vec(L, m.K)
 			if err != nil {
@@ -92,7 +89,7 @@ func kernelTests(ctx context.Context, b kernels.Backend, cfg *model.Config, dt k
 			}
 			dst := b.New(L, m.N)
 			i := 0
-			cases = append(cases, kernelCase{fmt.Sprintf("%s %dx%d", m.what, m.N, m.K), float64(hostBytes(h)),
+			cases = append(cases, kernelCase{fmt.Sprintf("%s %dx%d", m.what, m.N, m.K), float64(kernels.WeightBytes(ws[0])),
 				2 * float64(m.N*m.K*L), func() {
 					b.MatMul(dst, x, ws[i%len(ws)])
 					i++
@@ -138,18 +135,6 @@ func kernelTests(ctx context.Context, b kernels.Backend, cfg *model.Config, dt k
 			float64(4 * (n + 1) * H * Dh), func() { b.Attention(dst, q, k, v, n, p) }})
 	}
 	return cases, ctx.Err()
-}
-
-// hostBytes is what a mat-vec reads of host tensor w: codes or elements, plus
-// scales and biases.
-func hostBytes(w *kernels.Tensor) int {
-	n := len(w.Data)
-	for _, t := range []*kernels.Tensor{w.Scales, w.Biases} {
-		if t != nil {
-			n += len(t.Data)
-		}
-	}
-	return n
 }
 
 // timeKernel runs c in batches of reps calls, each batch ended by a Sync, until

@@ -57,6 +57,7 @@ func checkMatVecB(t *testing.T) {
 			sets = append(sets, k)
 		}
 	}
+	ncase := 0
 	for _, bits := range []int{4, 8} {
 		C := bChunk(bits)
 		for _, gs := range []int{32, 64, 128} {
@@ -67,8 +68,10 @@ func checkMatVecB(t *testing.T) {
 				if K%gs != 0 {
 					continue
 				}
-				name := fmt.Sprintf("q%d/gs=%d/N=%d/K=%d", bits, gs, s.N, K)
-				w := randWeight(r, FormatQ, s.N, K, bits, gs)
+				kind := uint8(ncase % 3) // the blocked layout's type of scales
+				ncase++
+				name := fmt.Sprintf("q%d/gs=%d/N=%d/K=%d/%s", bits, gs, s.N, K, metaNames[kind])
+				w := withMeta(randWeight(r, FormatQ, s.N, K, bits, gs), kind)
 				x := randVec(r, 2*K)
 				x[K+7] *= 50 // an outlier sets the second token's scale
 				want, mag, qb := ref(w, x, 2)

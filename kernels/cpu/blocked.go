@@ -1,7 +1,9 @@
 package cpu
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 	"unsafe"
 )
 
@@ -12,21 +14,88 @@ import (
 // prefetchers follow (decode measured ~10 % faster on Zen 4).
 //
 // With rb = K·bits/8 code bytes and G = K/GroupSize groups per row, row n owns
-// S1 = rb + 8·G bytes and rows [n, n+4) of a block start at byte n·S1:
+// S1 = rb + 2·G·m bytes and rows [n, n+4) of a block start at byte n·S1:
 //
 //	rows [0, N&^3), four-row blocks:  chunk c of rows n..n+3 (64 bytes each, in
 //	                                  row order) for c = 0, 1, …, K/C − 1; then
-//	                                  the four rows' G scales (f32), then their
-//	                                  G biases
+//	                                  the four rows' G scales, then their G
+//	                                  biases
 //	rows [N&^3, N), one-row blocks:   the row's codes, G scales, G biases
 //
-// where a chunk is one 512-bit load: C = 128 4-bit or 64 8-bit codes.
+// where a chunk is one 512-bit load: C = 128 4-bit or 64 8-bit codes. Scales
+// and biases are bf16 (m = 2) when all of them are bf16 values, as in MLX's
+// checkpoints, else f16 when all are f16 values, else f32 (m = 4): a 4-bit
+// weight with groups of 64 then reads 4.5 bits per weight, not 5.
+
+// The element types of a blocked layout's scales and biases.
+const (
+	metaF32 = iota
+	metaBF16
+	metaF16
+)
+
+// metaRow is a row's G scales or biases in a blocked layout.
+type metaRow struct {
+	b    []byte
+	kind uint8
+}
+
+func (m metaRow) at(g int) float32 {
+	switch m.kind {
+	case metaBF16:
+		return BF16ToF32(uint16(m.b[2*g]) | uint16(m.b[2*g+1])<<8)
+	case metaF16:
+		return F16ToF32(uint16(m.b[2*g]) | uint16(m.b[2*g+1])<<8)
+	}
+	return math.Float32frombits(uint32(m.b[4*g]) | uint32(m.b[4*g+1])<<8 | uint32(m.b[4*g+2])<<16 | uint32(m.b[4*g+3])<<24)
+}
+
+// metaKind returns the narrowest element type that holds every value of s and
+// b exactly.
+func metaKind(s, b []float32) uint8 {
+	bf, f16 := true, true
+	for _, x := range [][]float32{s, b} {
+		for _, v := range x {
+			bf = bf && math.Float32bits(v)&0xffff == 0
+			f16 = f16 && F16ToF32(F32ToF16(v)) == v
+		}
+	}
+	switch {
+	case bf:
+		return metaBF16
+	case f16:
+		return metaF16
+	}
+	return metaF32
+}
+
+// putMeta stores v in dst as kind.
+func putMeta(dst []byte, v []float32, kind uint8) {
+	for i, x := range v {
+		switch kind {
+		case metaBF16:
+			binary.LittleEndian.PutUint16(dst[2*i:], uint16(math.Float32bits(x)>>16))
+		case metaF16:
+			binary.LittleEndian.PutUint16(dst[2*i:], F32ToF16(x))
+		default:
+			binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(x))
+		}
+	}
+}
 
 // blockFits reports whether q (N rows of K) can take the blocked layout.
 func blockFits(q *QMatrix, K int) bool { return bFits(q, K) }
 
 // blockRowBytes returns S1: the bytes per row of the blocked layout.
-func blockRowBytes(q *QMatrix, K int) int { return K*q.Bits/8 + 8*(K/q.GroupSize) }
+func blockRowBytes(q *QMatrix, K int) int { return K*q.Bits/8 + 2*(K/q.GroupSize)*q.metaBytes() }
+
+// metaBytes returns the bytes of one of a blocked q's scales or biases.
+func (q *QMatrix) metaBytes() int {
+	if q.meta == metaF32 {
+		return 4
+	}
+	return 2
+}
 
 // Prepare rearranges w into the layout this CPU's kernels read fastest: with
 // the AVX-512 byte-dot kernels, 4/8-bit weights they take move to the blocked
@@ -40,7 +109,8 @@ func Prepare(w *Weight) {
 
 // block moves q (N rows of K) to the blocked layout.
 func (q *QMatrix) block(N, K int) {
-	rb, G, S1 := K*q.Bits/8, K/q.GroupSize, blockRowBytes(q, K)
+	q.meta = metaKind(q.Scales, q.Biases)
+	rb, G, S1, m := K*q.Bits/8, K/q.GroupSize, blockRowBytes(q, K), q.metaBytes()
 	out := alignedBytes(N * S1)
 	src := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(q.W))), 4*len(q.W))
 	for n0 := 0; n0 < N; {
@@ -54,9 +124,8 @@ func (q *QMatrix) block(N, K int) {
 				copy(blk[(c*r+i)*64:(c*r+i+1)*64], src[(n0+i)*rb+c*64:])
 			}
 		}
-		meta := unsafe.Slice((*float32)(unsafe.Pointer(&blk[r*rb])), 2*r*G)
-		copy(meta, q.Scales[n0*G:(n0+r)*G])
-		copy(meta[r*G:], q.Biases[n0*G:(n0+r)*G])
+		putMeta(blk[r*rb:], q.Scales[n0*G:(n0+r)*G], q.meta)
+		putMeta(blk[r*rb+r*G*m:], q.Biases[n0*G:(n0+r)*G], q.meta)
 		n0 += r
 	}
 	q.Blocked, q.W, q.Scales, q.Biases = out, nil, nil, nil
@@ -71,8 +140,8 @@ func alignedBytes(n int) []byte {
 
 // blockedRow returns where row n (of K) of a blocked q lies: its first chunk's
 // codes, the byte step from one chunk to the next, and its scales and biases.
-func (q *QMatrix) blockedRow(n, K int) (codes []byte, step int, s, b []float32) {
-	rb, G, S1 := K*q.Bits/8, K/q.GroupSize, blockRowBytes(q, K)
+func (q *QMatrix) blockedRow(n, K int) (codes []byte, step int, s, b metaRow) {
+	rb, G, S1, m := K*q.Bits/8, K/q.GroupSize, blockRowBytes(q, K), q.metaBytes()
 	N := len(q.Blocked) / S1
 	n0, r := n&^3, 4
 	if n >= N&^3 {
@@ -80,8 +149,8 @@ func (q *QMatrix) blockedRow(n, K int) (codes []byte, step int, s, b []float32) 
 	}
 	blk := q.Blocked[n0*S1 : (n0+r)*S1]
 	i := n - n0
-	meta := unsafe.Slice((*float32)(unsafe.Pointer(&blk[r*rb])), 2*r*G)
-	return blk[i*64 : r*rb], r * 64, meta[i*G : (i+1)*G], meta[(r+i)*G : (r+i+1)*G]
+	meta := blk[r*rb:]
+	return blk[i*64 : r*rb], r * 64, metaRow{meta[i*G*m : (i+1)*G*m], q.meta}, metaRow{meta[(r+i)*G*m : (r+i+1)*G*m], q.meta}
 }
 
 // unblock writes rows [n0, n1) of a blocked q (rows of K) into dst in the
@@ -98,8 +167,9 @@ func (q *QMatrix) unblock(dst *QMatrix, n0, n1, K int) {
 		for c := 0; c < rb/64; c++ {
 			copy(row[c*64:(c+1)*64], codes[c*step:])
 		}
-		copy(dst.Scales[(n-n0)*G:], s)
-		copy(dst.Biases[(n-n0)*G:], b)
+		for g := range G {
+			dst.Scales[(n-n0)*G+g], dst.Biases[(n-n0)*G+g] = s.at(g), b.at(g)
+		}
 	}
 }
 
@@ -131,7 +201,7 @@ func (q *QMatrix) dequantBlockedRow(dst []float32, n, K int) {
 		d := dst[c*C : (c+1)*C]
 		for i := range d {
 			g := (c*C + i) / q.GroupSize
-			d[i] = float32(s[g]*float32(code(w, i, q.Bits))) + b[g]
+			d[i] = float32(s.at(g)*float32(code(w, i, q.Bits))) + b.at(g)
 		}
 	}
 }

@@ -18,6 +18,27 @@ func forKernels(ks *kernelSet, w *Weight) *Weight {
 	return &c
 }
 
+// withMeta returns a copy of the quantized w with its scales and biases
+// rounded to kind's type, so that the blocked layout stores them as that.
+func withMeta(w *Weight, kind uint8) *Weight {
+	c, q := *w, *w.Q
+	c.Q = &q
+	q.Scales, q.Biases = slices.Clone(q.Scales), slices.Clone(q.Biases)
+	for _, x := range [][]float32{q.Scales, q.Biases} {
+		for i, v := range x {
+			switch kind {
+			case metaBF16:
+				x[i] = BF16ToF32(F32ToBF16(v))
+			case metaF16:
+				x[i] = F16ToF32(F32ToF16(v))
+			}
+		}
+	}
+	return &c
+}
+
+var metaNames = [...]string{metaF32: "f32", metaBF16: "bf16", metaF16: "f16"}
+
 // TestBlocked moves weights to the blocked layout and back, at four-row block
 // edges (N mod 4 = 0…3) and every chunk and group shape, and reads rows of it
 // as DequantRow does.
@@ -27,12 +48,17 @@ func TestBlocked(t *testing.T) {
 		for _, gs := range []int{32, 64, 128} {
 			for _, N := range []int{1, 3, 4, 6, 9, 12, 15} {
 				K := 2 * max(gs, bChunk(bits))
-				w := randWeight(r, FormatQ, N, K, bits, gs)
+				kind := uint8(N % 3)
+				w := withMeta(randWeight(r, FormatQ, N, K, bits, gs), kind)
 				b := forKernels(&kernelSet{blocked: true}, w)
-				if b.Q.Blocked == nil || b.Q.W != nil || b.Q.Scales != nil || b.Q.Biases != nil {
-					t.Fatalf("q%d gs=%d N=%d: not blocked", bits, gs, N)
+				if b.Q.Blocked == nil || b.Q.W != nil || b.Q.Scales != nil || b.Q.Biases != nil || b.Q.meta != kind {
+					t.Fatalf("q%d gs=%d N=%d: not blocked with %s scales (meta %d)", bits, gs, N, metaNames[kind], b.Q.meta)
 				}
-				if got, want := b.Bytes(), N*blockRowBytes(w.Q, K); got != want {
+				mb := 2 // bytes per scale or bias
+				if kind == metaF32 {
+					mb = 4
+				}
+				if got, want := b.Bytes(), N*(K*bits/8+2*K/gs*mb); got != want {
 					t.Fatalf("q%d gs=%d N=%d: Bytes %d, want %d", bits, gs, N, got, want)
 				}
 				var u QMatrix

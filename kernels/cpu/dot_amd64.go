@@ -86,13 +86,14 @@ func qMatVecBAsm(dst []float32, q *QMatrix, K, n0 int, a *actB, l int) {
 	w := q.Blocked[n0*S1 : (n0+n)*S1]
 	xb := a.xb[3*l*K : 3*(l+1)*K]
 	sx, cr := a.sx[l*G:(l+1)*G], a.cr[l*G:(l+1)*G]
-	f := qMatVecB8
+	v := 2 // kernel variant: 4-bit GFNI, 4-bit shifts, 8-bit
 	switch {
 	case q.Bits == 4 && hasGFNI:
-		f = qMatVecB4
+		v = 0
 	case q.Bits == 4:
-		f = qMatVecB4S
+		v = 1
 	}
+	f := qMatVecBKernels[q.meta][v]
 	f(&dst[0], n, &w[0], S1, G, &xb[0], K/a.C, &a.soff[0], &a.idx[0], a.kmsk,
 		&a.dq[l], &sx[0], &cr[0], 1<<(G%16)-1)
 }
@@ -227,6 +228,14 @@ func sumBytesAsm(b []byte) (uint64, bool) {
 	return sumBytes(unsafe.SliceData(b), n), true
 }
 
+// qMatVecBKernels are the byte-dot kernels by type of scales (metaF32,
+// metaBF16, metaF16) and variant.
+var qMatVecBKernels = [3][3]func(dst *float32, n int, w *byte, rstride, G int, xb *int8, nchunk int, soff, idx *int32, kmsk uint64, dq, sx, cr *float32, tmsk uint64){
+	{qMatVecB4, qMatVecB4S, qMatVecB8},
+	{qMatVecB4BF, qMatVecB4SBF, qMatVecB8BF},
+	{qMatVecB4H, qMatVecB4SH, qMatVecB8H},
+}
+
 //go:noescape
 func qMatVecB4(dst *float32, n int, w *byte, rstride, G int, xb *int8, nchunk int, soff, idx *int32, kmsk uint64, dq, sx, cr *float32, tmsk uint64)
 
@@ -235,6 +244,24 @@ func qMatVecB4S(dst *float32, n int, w *byte, rstride, G int, xb *int8, nchunk i
 
 //go:noescape
 func qMatVecB8(dst *float32, n int, w *byte, rstride, G int, xb *int8, nchunk int, soff, idx *int32, kmsk uint64, dq, sx, cr *float32, tmsk uint64)
+
+//go:noescape
+func qMatVecB4BF(dst *float32, n int, w *byte, rstride, G int, xb *int8, nchunk int, soff, idx *int32, kmsk uint64, dq, sx, cr *float32, tmsk uint64)
+
+//go:noescape
+func qMatVecB4SBF(dst *float32, n int, w *byte, rstride, G int, xb *int8, nchunk int, soff, idx *int32, kmsk uint64, dq, sx, cr *float32, tmsk uint64)
+
+//go:noescape
+func qMatVecB8BF(dst *float32, n int, w *byte, rstride, G int, xb *int8, nchunk int, soff, idx *int32, kmsk uint64, dq, sx, cr *float32, tmsk uint64)
+
+//go:noescape
+func qMatVecB4H(dst *float32, n int, w *byte, rstride, G int, xb *int8, nchunk int, soff, idx *int32, kmsk uint64, dq, sx, cr *float32, tmsk uint64)
+
+//go:noescape
+func qMatVecB4SH(dst *float32, n int, w *byte, rstride, G int, xb *int8, nchunk int, soff, idx *int32, kmsk uint64, dq, sx, cr *float32, tmsk uint64)
+
+//go:noescape
+func qMatVecB8H(dst *float32, n int, w *byte, rstride, G int, xb *int8, nchunk int, soff, idx *int32, kmsk uint64, dq, sx, cr *float32, tmsk uint64)
 
 //go:noescape
 func dequantPanel4(p *float32, w *uint32, s, b *float32, groups, wpg int, woff, soff *int32)

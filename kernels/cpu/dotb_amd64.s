@@ -14,21 +14,22 @@
 //
 // and the row sum F (16 float lanes) += float(A) · S, where S is the scale of
 // each lane's group: the chunk's scales (a masked load of at most 16, starting at
-// soff[chunk] bytes into the row's scales) permuted by idx. Rows run four at a
-// time, sharing each load of the planes, then one at a time. Each row ends with
-// F·dx plus the bias pass, Σ_g bias_g·sx_g + scale_g·cr_g, sixteen groups per
-// step and a masked step for the rest, and a horizontal sum.
+// soff[chunk] bytes into the row's scales) permuted by idx. The rows are in the
+// blocked layout (blocked.go): four-row blocks, their chunks interleaved so the
+// four rows share each load of the planes, then one-row blocks. Each row ends
+// with F·dx plus the bias pass, Σ_g bias_g·sx_g + scale_g·cr_g, sixteen groups
+// per step and a masked step for the rest, and a horizontal sum.
 //
-// Registers: DI dst, CX rows left, SI codes of the row (block), R8 code row
-// stride, R14 3·R8, R9/R10 the row's scales/biases, R11 G·4, R15 3·R11; in the
-// chunk loop AX codes, BX planes, R12 chunks left, R13 soff, DX scale address.
-// Z0-Z5 planes, Z6 0x0f bytes (4-bit) or 256.0 (8-bit), Z7 idx, Z8-Z11 row sums,
-// K1 scale lanes, K2 tail groups.
+// Registers: DI dst, CX rows left, SI the block, R8 bytes per row of the layout
+// (S1), R9/R10 the row's scales/biases (in the block, past its codes), R11 G·4,
+// R15 3·R11; in the chunk loop AX codes, BX planes, R12 chunks left, R13 soff,
+// DX scale address. Z0-Z5 planes, Z6 0x0f bytes (4-bit) or 256.0 (8-bit), Z7
+// idx, Z8-Z11 row sums, K1 scale lanes, K2 tail groups.
 
-// PFBLK is how far ahead of the codes a four-row block prefetches, in rows (each
-// block also prefetches the scales and biases of the rows 8 ahead: left to the
-// hardware prefetcher, their misses cost 10–15 % of decode speed); PFB how far
-// ahead a single row prefetches, in bytes.
+// PFBLK is how far ahead of the codes a four-row block prefetches, in rows of
+// the layout (the block also prefetches the scales and biases of the block that
+// far ahead: left to the hardware prefetcher, their misses cost 10–15 % of
+// decode speed); PFB how far ahead a single row prefetches, in bytes.
 #define PFBLK 8
 #define PFB 8192
 #define PF(a) PREFETCHT1 a
@@ -70,7 +71,7 @@ GLOBL b256<>(SB), RODATA|NOPTR, $4
 	VPDPBUSD    Z4, C, A0; \
 	VPDPBUSD    Z5, H, A0; \
 	VCVTDQ2PS   A0, A0; \
-	VMOVUPS.Z   saddr, K1, S; \
+	SLOAD(saddr, S); \
 	VPERMPS     S, Z7, S; \
 	VFMADD231PS S, A0, F
 
@@ -86,7 +87,7 @@ GLOBL b256<>(SB), RODATA|NOPTR, $4
 	VCVTDQ2PS   A0, A0; \
 	VCVTDQ2PS   A2, A2; \
 	VFMADD231PS Z6, A0, A2; \
-	VMOVUPS.Z   saddr, K1, S; \
+	SLOAD(saddr, S); \
 	VPERMPS     S, Z7, S; \
 	VFMADD231PS S, A2, F
 
@@ -98,24 +99,28 @@ GLOBL b256<>(SB), RODATA|NOPTR, $4
 	VMULPS.BCST     (AX), F, F; \
 	MOVQ            sx+88(FP), AX; \
 	MOVQ            cr+96(FP), BX; \
-	XORQ            DX, DX; \
+	MOVQ            R9, R13; \
+	MOVQ            R10, R14; \
 	MOVQ            G+32(FP), R12; \
 	SHRQ            $4, R12; \
 	JZ              TAIL; \
 LOOP: \
-	VMOVUPS         (R10)(DX*1), Z12; \
-	VFMADD231PS     (AX)(DX*1), Z12, F; \
-	VMOVUPS         (R9)(DX*1), Z12; \
-	VFMADD231PS     (BX)(DX*1), Z12, F; \
-	ADDQ            $64, DX; \
+	MLOAD((R14), Z12); \
+	VFMADD231PS     (AX), Z12, F; \
+	MLOAD((R13), Z12); \
+	VFMADD231PS     (BX), Z12, F; \
+	ADDQ            $64, AX; \
+	ADDQ            $64, BX; \
+	ADDQ            $MSTEP, R13; \
+	ADDQ            $MSTEP, R14; \
 	DECQ            R12; \
 	JNZ             LOOP; \
 TAIL: \
-	VMOVUPS.Z       (R10)(DX*1), K2, Z12; \
-	VMOVUPS.Z       (AX)(DX*1), K2, Z13; \
+	MLOADT((R14), Z12); \
+	VMOVUPS.Z       (AX), K2, Z13; \
 	VFMADD231PS     Z13, Z12, F; \
-	VMOVUPS.Z       (R9)(DX*1), K2, Z12; \
-	VMOVUPS.Z       (BX)(DX*1), K2, Z13; \
+	MLOADT((R13), Z12); \
+	VMOVUPS.Z       (BX), K2, Z13; \
 	VFMADD231PS     Z13, Z12, F; \
 	VEXTRACTF64X4   $1, F, Y12; \
 	VADDPS          Y12, FY, FY; \
@@ -158,7 +163,7 @@ TAIL: \
 	MOVQ      w+16(FP), SI; \
 	MOVQ      rstride+24(FP), R8; \
 	MOVQ      G+32(FP), R11; \
-	SHLQ      $2, R11; \
+	SHLQ      $MSHIFT, R11; \
 	LEAQ      (R11)(R11*2), R15; \
 block4: \
 	CMPQ      CX, $4; \
@@ -191,6 +196,7 @@ chunk4: \
 	PF(128(DX)); \
 	PF(192(DX)); \
 	MOVLQSX   (R13), DX; \
+	SOFF(DX); \
 	ADDQ      R9, DX; \
 	ROW((AX), (DX), Z8, Z12, Z13, Z14, Z15, Z16, Z17); \
 	ROW(64(AX), (DX)(R11*1), Z9, Z18, Z19, Z20, Z21, Z22, Z23); \
@@ -224,6 +230,7 @@ chunk1: \
 	LOADX; \
 	PF(PFB(AX)); \
 	MOVLQSX   (R13), DX; \
+	SOFF(DX); \
 	ADDQ      R9, DX; \
 	ROW((AX), (DX), Z8, Z12, Z13, Z14, Z15, Z16, Z17); \
 	ADDQ      $64, AX; \
@@ -239,6 +246,16 @@ done: \
 	VZEROUPPER; \
 	RET
 
+// The scales and biases: SLOAD loads a chunk's scales as floats (lanes K1),
+// MLOAD sixteen scales or biases, MLOADT the last ones (lanes K2); MSTEP is the
+// bytes of sixteen, 1<<MSHIFT of one; SOFF turns soff's f32 offset into one.
+#define SLOAD(a, S) VMOVUPS.Z a, K1, S
+#define MLOAD(a, D) VMOVUPS a, D
+#define MLOADT(a, D) VMOVUPS.Z a, K2, D
+#define MSTEP 64
+#define MSHIFT 2
+#define SOFF(r)
+
 // qMatVecB4(dst *float32, n int, w *byte, rstride, G int, xb *int8, nchunk int,
 //     soff, idx *int32, kmsk uint64, dq, sx, cr *float32, tmsk uint64)
 TEXT ·qMatVecB4(SB), NOSPLIT, $0-112
@@ -253,5 +270,54 @@ TEXT ·qMatVecB4S(SB), NOSPLIT, $0-112
 
 // qMatVecB8: as qMatVecB4 for 8-bit codes.
 TEXT ·qMatVecB8(SB), NOSPLIT, $0-112
+	VBROADCASTSS b256<>(SB), Z6
+	BODY(ROW8, LOADX8, 192)
+
+#undef SLOAD
+#undef MLOAD
+#undef MLOADT
+#undef MSTEP
+#undef MSHIFT
+#undef SOFF
+#define SLOAD(a, S) VPMOVZXWD.Z a, K1, S; VPSLLD $16, S, S
+#define MLOAD(a, D) VPMOVZXWD a, D; VPSLLD $16, D, D
+#define MLOADT(a, D) VPMOVZXWD.Z a, K2, D; VPSLLD $16, D, D
+#define MSTEP 32
+#define MSHIFT 1
+#define SOFF(r) SHRQ $1, r
+
+// qMatVecB4BF, qMatVecB4SBF, qMatVecB8BF: the kernels above for bf16 scales
+// and biases.
+TEXT ·qMatVecB4BF(SB), NOSPLIT, $0-112
+	VPBROADCASTD b0f<>(SB), Z6
+	VPBROADCASTQ bhi4<>(SB), Z24
+	BODY(ROW4, LOADX4, 384)
+
+TEXT ·qMatVecB4SBF(SB), NOSPLIT, $0-112
+	VPBROADCASTD b0f<>(SB), Z6
+	BODY(ROW4S, LOADX4, 384)
+
+TEXT ·qMatVecB8BF(SB), NOSPLIT, $0-112
+	VBROADCASTSS b256<>(SB), Z6
+	BODY(ROW8, LOADX8, 192)
+
+#undef SLOAD
+#undef MLOAD
+#undef MLOADT
+#define SLOAD(a, S) VCVTPH2PS.Z a, K1, S
+#define MLOAD(a, D) VCVTPH2PS a, D
+#define MLOADT(a, D) VCVTPH2PS.Z a, K2, D
+
+// qMatVecB4H, qMatVecB4SH, qMatVecB8H: for f16 scales and biases.
+TEXT ·qMatVecB4H(SB), NOSPLIT, $0-112
+	VPBROADCASTD b0f<>(SB), Z6
+	VPBROADCASTQ bhi4<>(SB), Z24
+	BODY(ROW4, LOADX4, 384)
+
+TEXT ·qMatVecB4SH(SB), NOSPLIT, $0-112
+	VPBROADCASTD b0f<>(SB), Z6
+	BODY(ROW4S, LOADX4, 384)
+
+TEXT ·qMatVecB8H(SB), NOSPLIT, $0-112
 	VBROADCASTSS b256<>(SB), Z6
 	BODY(ROW8, LOADX8, 192)

@@ -33,6 +33,7 @@ type QMatrix struct {
 	// Blocked, if set, holds the codes, scales and biases instead (W, Scales
 	// and Biases are nil) in the blocked layout of blocked.go: see Prepare.
 	Blocked []byte
+	meta    uint8 // Blocked's type of scales and biases: metaF32, metaBF16 or metaF16
 }
 
 // Bytes returns the number of bytes a mat-vec reads from w: the packed codes or
