@@ -218,7 +218,7 @@ func (c *CPU) Attention(dst, q, k, v *Tensor, pos int, p *AttnParams) {
 		return
 	}
 	c.attn.blocks = (L + c.attn.a.QueryRows() - 1) / c.attn.a.QueryRows()
-	c.pool.RunChunks(c.attn.blocks*p.KVHeads, 1, &c.attn)
+	c.pool.RunChunks(c.attn.blocks*p.KVHeads, 1, 1, &c.attn)
 }
 
 type attnTask struct {

@@ -122,8 +122,8 @@ func (p *Pool) MatMul(dst, x []float32, L int, w *Weight) {
 		t.run = (*mmTask).doF
 	}
 	if L == 1 {
-		// about eight chunks per thread, each a multiple of the four-row kernels
-		p.RunChunks(w.N, max(16, w.N/(8*p.n))&^3, t)
+		// about eight chunks per thread, in whole blocks of the four-row kernels
+		p.RunChunks(w.N, max(16, w.N/(8*p.n))&^3, 4, t)
 	} else {
 		grain := 16
 		if w.Format == FormatQ && L >= deqMinL && t.k.pTile != nil {

@@ -23,7 +23,8 @@ var shapes1B = []struct {
 var benchFormats = []string{"f32", "f16", "bf16", "q8", "q4"}
 
 // fastWeight fills an (N, K) weight cheaply with a xorshift stream: finite,
-// normal-range values; codes uniform; group 64 for q8/q4.
+// normal-range values; codes uniform; group 64 and bf16 scales for q8/q4,
+// prepared as Upload prepares them.
 func fastWeight(format string, N, K int, seed uint64) *Weight {
 	x := seed*0x9e3779b97f4a7c15 | 1
 	next := func() uint32 {
@@ -65,10 +66,11 @@ func fastWeight(format string, N, K int, seed uint64) *Weight {
 		for i := range q.W {
 			q.W[i] = next()
 		}
-		for i := range q.Scales {
-			q.Scales[i], q.Biases[i] = unit()*0.01, unit()*0.1
+		for i := range q.Scales { // bf16 values, as MLX stores them
+			q.Scales[i], q.Biases[i] = BF16ToF32(F32ToBF16(unit()*0.01)), BF16ToF32(F32ToBF16(unit()*0.1))
 		}
 		w.Format, w.Q = FormatQ, q
+		Prepare(w) // the layout the CPU backend's Upload gives it
 	}
 	return w
 }

@@ -23,8 +23,8 @@ type Pool struct {
 	work chan job
 	wg   sync.WaitGroup
 
-	// RunChunks state: claim is epoch<<32 | next chunk; done counts the
-	// epoch's finished chunks.
+	// RunChunks state: claim is epoch<<32 | next index; done counts the
+	// epoch's finished indices.
 	claim atomic.Uint64
 	done  atomic.Int64
 	epoch uint64
@@ -40,9 +40,10 @@ type job struct {
 	t      Task
 	lo, hi int
 
-	// for RunChunks (chunk > 0): chunks of chunk indices of [0, hi), epoch
-	chunk int
-	epoch uint64
+	// for RunChunks (chunk > 0): pieces of [0, hi) of at most chunk indices,
+	// multiples of quantum, epoch
+	chunk, quantum int
+	epoch          uint64
 }
 
 // NewPool starts threads-1 workers (the caller is the last one). threads ≤ 0 means
@@ -78,7 +79,7 @@ func NewPool(threads int) *Pool {
 // decode step is a hundred short mat-vecs with a few microseconds of serial
 // work between them; a worker that blocks there is woken by the OS tens of
 // microseconds late and the caller does most of each mat-vec alone (measured:
-// 76 % of the chunks, and 27–30 tok/s instead of 33–38 for q4 1B on 2 threads).
+// 76 % of the rows, and 27–30 tok/s instead of 33–38 for q4 1B on 2 threads).
 const spinFor = time.Millisecond
 
 // next returns a worker's next job, polling the queue for spinFor (yielding
@@ -130,49 +131,54 @@ func (p *Pool) Run(n, grain int, t Task) {
 	p.wg.Wait()
 }
 
-// RunChunks calls t.Do over [0, n) in chunks of chunk indices (the last may be
-// shorter) that the calling goroutine and the workers claim one at a time, and
-// returns when all are done. Unlike Run it never waits for a worker to wake:
-// the caller starts at once and a late worker only takes what is left, which
-// matters for the short mat-vecs of a decode step.
-func (p *Pool) RunChunks(n, chunk int, t Task) {
-	chunk = max(chunk, 1)
-	nchunks := (n + chunk - 1) / chunk
-	if p.n <= 1 || nchunks <= 1 {
+// RunChunks calls t.Do over [0, n) in pieces that the calling goroutine and the
+// workers claim one at a time, and returns when all are done. Unlike Run it
+// never waits for a worker to wake: the caller starts at once and a late worker
+// only takes what is left, which matters for the short mat-vecs of a decode
+// step. A piece is chunk indices while plenty are left, then shrinks with what
+// is left (guided scheduling: the threads end together instead of one waiting
+// out another's last whole chunk), down to quantum; every piece but the last
+// starts and ends on a multiple of quantum, which must divide chunk. With one
+// thread, or n ≤ chunk, it calls t.Do(0, n) once.
+func (p *Pool) RunChunks(n, chunk, quantum int, t Task) {
+	quantum = max(quantum, 1)
+	chunk = max(chunk, quantum)
+	if p.n <= 1 || n <= chunk {
 		t.Do(0, n)
 		return
 	}
 	p.epoch = (p.epoch + 1) & (1<<32 - 1)
-	j := job{t: t, hi: n, chunk: chunk, epoch: p.epoch}
+	j := job{t: t, hi: n, chunk: chunk, quantum: quantum, epoch: p.epoch}
 	p.done.Store(0)
 	p.claim.Store(p.epoch << 32)
-	for range min(p.n-1, nchunks-1) {
+	for range p.n - 1 {
 		select {
 		case p.work <- j:
 		default: // a worker still has an old job queued; it will find this one done
 		}
 	}
 	p.claimChunks(j)
-	for p.done.Load() < int64(nchunks) {
+	for p.done.Load() < int64(n) {
 		runtime.Gosched()
 	}
 }
 
-// claimChunks runs chunks of j's call while any are left; a job whose call has
-// ended (another epoch) claims nothing.
+// claimChunks runs pieces of j's call while any are left; a job whose call
+// has ended (another epoch) claims nothing.
 func (p *Pool) claimChunks(j job) {
 	for {
 		c := p.claim.Load()
-		i := int(c & (1<<32 - 1))
-		if c>>32 != j.epoch || i*j.chunk >= j.hi {
+		lo := int(c & (1<<32 - 1))
+		if c>>32 != j.epoch || lo >= j.hi {
 			return
 		}
-		if !p.claim.CompareAndSwap(c, c+1) {
+		size := min(j.chunk, max(j.quantum, (j.hi-lo)/(2*p.n)/j.quantum*j.quantum))
+		hi := min(lo+size, j.hi)
+		if !p.claim.CompareAndSwap(c, c+uint64(hi-lo)) {
 			continue
 		}
-		lo := i * j.chunk
-		j.t.Do(lo, min(lo+j.chunk, j.hi))
-		p.done.Add(1)
+		j.t.Do(lo, hi)
+		p.done.Add(int64(hi - lo))
 	}
 }
 
