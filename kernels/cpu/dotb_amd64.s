@@ -246,9 +246,24 @@ done: \
 	VZEROUPPER; \
 	RET
 
+// K4, K4S and K8 are the whole kernels: 4-bit with GFNI, 4-bit without, 8-bit.
+#define K4 \
+	VPBROADCASTD b0f<>(SB), Z6; \
+	VPBROADCASTQ bhi4<>(SB), Z24; \
+	BODY(ROW4, LOADX4, 384)
+
+#define K4S \
+	VPBROADCASTD b0f<>(SB), Z6; \
+	BODY(ROW4S, LOADX4, 384)
+
+#define K8 \
+	VBROADCASTSS b256<>(SB), Z6; \
+	BODY(ROW8, LOADX8, 192)
+
 // The scales and biases: SLOAD loads a chunk's scales as floats (lanes K1),
 // MLOAD sixteen scales or biases, MLOADT the last ones (lanes K2); MSTEP is the
 // bytes of sixteen, 1<<MSHIFT of one; SOFF turns soff's f32 offset into one.
+// Each kernel is assembled three times, for f32, bf16 and f16 ones.
 #define SLOAD(a, S) VMOVUPS.Z a, K1, S
 #define MLOAD(a, D) VMOVUPS a, D
 #define MLOADT(a, D) VMOVUPS.Z a, K2, D
@@ -257,21 +272,16 @@ done: \
 #define SOFF(r)
 
 // qMatVecB4(dst *float32, n int, w *byte, rstride, G int, xb *int8, nchunk int,
-//     soff, idx *int32, kmsk uint64, dq, sx, cr *float32, tmsk uint64)
+//     soff, idx *int32, kmsk uint64, dq, sx, cr *float32, tmsk uint64); B4S
+// for CPUs without GFNI, B8 for 8-bit codes.
 TEXT ·qMatVecB4(SB), NOSPLIT, $0-112
-	VPBROADCASTD b0f<>(SB), Z6
-	VPBROADCASTQ bhi4<>(SB), Z24
-	BODY(ROW4, LOADX4, 384)
+	K4
 
-// qMatVecB4S: qMatVecB4 for CPUs without GFNI.
 TEXT ·qMatVecB4S(SB), NOSPLIT, $0-112
-	VPBROADCASTD b0f<>(SB), Z6
-	BODY(ROW4S, LOADX4, 384)
+	K4S
 
-// qMatVecB8: as qMatVecB4 for 8-bit codes.
 TEXT ·qMatVecB8(SB), NOSPLIT, $0-112
-	VBROADCASTSS b256<>(SB), Z6
-	BODY(ROW8, LOADX8, 192)
+	K8
 
 #undef SLOAD
 #undef MLOAD
@@ -286,20 +296,15 @@ TEXT ·qMatVecB8(SB), NOSPLIT, $0-112
 #define MSHIFT 1
 #define SOFF(r) SHRQ $1, r
 
-// qMatVecB4BF, qMatVecB4SBF, qMatVecB8BF: the kernels above for bf16 scales
-// and biases.
+// The kernels for bf16 scales and biases.
 TEXT ·qMatVecB4BF(SB), NOSPLIT, $0-112
-	VPBROADCASTD b0f<>(SB), Z6
-	VPBROADCASTQ bhi4<>(SB), Z24
-	BODY(ROW4, LOADX4, 384)
+	K4
 
 TEXT ·qMatVecB4SBF(SB), NOSPLIT, $0-112
-	VPBROADCASTD b0f<>(SB), Z6
-	BODY(ROW4S, LOADX4, 384)
+	K4S
 
 TEXT ·qMatVecB8BF(SB), NOSPLIT, $0-112
-	VBROADCASTSS b256<>(SB), Z6
-	BODY(ROW8, LOADX8, 192)
+	K8
 
 #undef SLOAD
 #undef MLOAD
@@ -308,16 +313,12 @@ TEXT ·qMatVecB8BF(SB), NOSPLIT, $0-112
 #define MLOAD(a, D) VCVTPH2PS a, D
 #define MLOADT(a, D) VCVTPH2PS.Z a, K2, D
 
-// qMatVecB4H, qMatVecB4SH, qMatVecB8H: for f16 scales and biases.
+// The kernels for f16 scales and biases.
 TEXT ·qMatVecB4H(SB), NOSPLIT, $0-112
-	VPBROADCASTD b0f<>(SB), Z6
-	VPBROADCASTQ bhi4<>(SB), Z24
-	BODY(ROW4, LOADX4, 384)
+	K4
 
 TEXT ·qMatVecB4SH(SB), NOSPLIT, $0-112
-	VPBROADCASTD b0f<>(SB), Z6
-	BODY(ROW4S, LOADX4, 384)
+	K4S
 
 TEXT ·qMatVecB8H(SB), NOSPLIT, $0-112
-	VBROADCASTSS b256<>(SB), Z6
-	BODY(ROW8, LOADX8, 192)
+	K8
