@@ -43,11 +43,11 @@ type metaRow struct {
 func (m metaRow) at(g int) float32 {
 	switch m.kind {
 	case metaBF16:
-		return BF16ToF32(uint16(m.b[2*g]) | uint16(m.b[2*g+1])<<8)
+		return BF16ToF32(binary.LittleEndian.Uint16(m.b[2*g:]))
 	case metaF16:
-		return F16ToF32(uint16(m.b[2*g]) | uint16(m.b[2*g+1])<<8)
+		return F16ToF32(binary.LittleEndian.Uint16(m.b[2*g:]))
 	}
-	return math.Float32frombits(uint32(m.b[4*g]) | uint32(m.b[4*g+1])<<8 | uint32(m.b[4*g+2])<<16 | uint32(m.b[4*g+3])<<24)
+	return math.Float32frombits(binary.LittleEndian.Uint32(m.b[4*g:]))
 }
 
 // metaKind returns the narrowest element type that holds every value of s and
@@ -83,9 +83,6 @@ func putMeta(dst []byte, v []float32, kind uint8) {
 	}
 }
 
-// blockFits reports whether q (N rows of K) can take the blocked layout.
-func blockFits(q *QMatrix, K int) bool { return bFits(q, K) }
-
 // blockRowBytes returns S1: the bytes per row of the blocked layout.
 func blockRowBytes(q *QMatrix, K int) int { return K*q.Bits/8 + 2*(K/q.GroupSize)*q.metaBytes() }
 
@@ -102,7 +99,7 @@ func (q *QMatrix) metaBytes() int {
 // layout (see QMatrix.Blocked), one copy that replaces W, Scales and Biases.
 // Others stay as they are. Call it once, before w is used.
 func Prepare(w *Weight) {
-	if kern.blocked && w.Format == FormatQ && w.Q.Blocked == nil && blockFits(w.Q, w.K) {
+	if kern.blocked && w.Format == FormatQ && w.Q.Blocked == nil && bFits(w.Q, w.K) {
 		w.Q.block(w.N, w.K)
 	}
 }

@@ -9,7 +9,7 @@ import (
 // forKernels returns w as MatMul with kernel set ks takes it after Prepare: a
 // blocked copy for the sets that read the blocked layout, else w.
 func forKernels(ks *kernelSet, w *Weight) *Weight {
-	if !ks.blocked || w.Format != FormatQ || !blockFits(w.Q, w.K) {
+	if !ks.blocked || w.Format != FormatQ || !bFits(w.Q, w.K) {
 		return w
 	}
 	c, q := *w, *w.Q

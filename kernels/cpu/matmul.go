@@ -58,7 +58,9 @@ func (w *Weight) Bytes() int {
 // products, and the affine bias is folded in as bias·Σx over the group with the
 // exact Σx. With AVX-512 VNNI and GFNI, rows of whole 512-bit chunks take the
 // byte-dot kernels: x ≈ dx·t with |t| < 2²³ held as three signed bytes (see
-// actB), each value within amax/(2·8290000) ≈ 2⁻²⁴·amax of x_k. Otherwise
+// actB), each value within amax/(2·8290000) ≈ 2⁻²⁴·amax of x_k; on amd64 they
+// read the blocked layout Prepare makes (a weight not prepared takes the int16
+// kernels there). Otherwise
 // the int16 kernels take two int16 per value, x ≈ dx·(xh + xl/2¹⁶) with dx =
 // amax/32767 (see actQ), each value within amax/(65534·65536). The activation
 // rounding, the only error beyond float32 rounding, is bounded per output by
