@@ -153,13 +153,11 @@ func quantGroupB(xb []int8, x []float32, k0, k1, C int, id float64) (sum float64
 // checked against.
 func qMatVecBGo(dst []float32, q *QMatrix, K, n0 int, a *actB, l int) {
 	G, gs, C := a.G, q.GroupSize, a.C
-	words := K * q.Bits / 32
 	xb := a.xb[3*l*K : 3*(l+1)*K]
 	dx, sx, cr := a.dq[l], a.sx[l*G:(l+1)*G], a.cr[l*G:(l+1)*G]
 	for i := range dst {
 		n := n0 + i
-		w := q.W[n*words : (n+1)*words]
-		s, b := q.Scales[n*G:(n+1)*G], q.Biases[n*G:(n+1)*G]
+		w, s, b := q.row(n, K)
 		var sum, bias float32
 		for g := range G {
 			var acc int64

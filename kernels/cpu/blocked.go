@@ -180,10 +180,10 @@ func (q *QMatrix) rowMajor(scratch *QMatrix, n0, n1, K int) (*QMatrix, int) {
 	return scratch, n0
 }
 
-// checkBlocked panics unless rows [n0, n0+n) of a blocked q (rows of K) start
-// a block and end one.
-func (q *QMatrix) checkBlocked(n0, n, K int) {
-	N := len(q.Blocked) / blockRowBytes(q, K)
+// checkBlocked panics unless rows [n0, n0+n) of a blocked q (S1 bytes per row,
+// see blockRowBytes) start a block and end one.
+func (q *QMatrix) checkBlocked(n0, n, S1 int) {
+	N := len(q.Blocked) / S1
 	if n0%4 != 0 || (n%4 != 0 && n0+n != N) {
 		panic(fmt.Sprintf("cpu: blocked mat-vec over rows [%d, %d) of %d: not whole four-row blocks", n0, n0+n, N))
 	}

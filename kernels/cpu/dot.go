@@ -60,13 +60,11 @@ var kernGo = kernelSet{
 // then dx·Σ_g scale_g·(hi + 2⁻¹⁶·lo) + Σ_g bias_g·sx_g + scale_g·cr_g (see actQ).
 func qMatVecGo(dst []float32, q *QMatrix, K, n0 int, a *actQ, l int) {
 	G, gs := a.G, q.GroupSize
-	words := K * q.Bits / 32
 	xq := a.xq[2*l*K : 2*(l+1)*K]
 	dx, sx, cr := a.dq[l], a.sx[l*a.Gp:l*a.Gp+G], a.cr[l*a.Gp:l*a.Gp+G]
 	for i := range dst {
 		n := n0 + i
-		w := q.W[n*words : (n+1)*words]
-		s, b := q.Scales[n*G:(n+1)*G], q.Biases[n*G:(n+1)*G]
+		w, s, b := q.row(n, K)
 		var sum, bias float32
 		for g := range G {
 			var hi, lo int32

@@ -81,8 +81,8 @@ func qMatVecBAsm(dst []float32, q *QMatrix, K, n0 int, a *actB, l int) {
 	if n == 0 {
 		return
 	}
-	q.checkBlocked(n0, n, K)
 	G, S1 := a.G, blockRowBytes(q, K)
+	q.checkBlocked(n0, n, S1)
 	w := q.Blocked[n0*S1 : (n0+n)*S1]
 	xb := a.xb[3*l*K : 3*(l+1)*K]
 	sx, cr := a.sx[l*G:(l+1)*G], a.cr[l*G:(l+1)*G]

@@ -36,6 +36,12 @@ type QMatrix struct {
 	meta    uint8 // Blocked's type of scales and biases: metaF32, metaBF16 or metaF16
 }
 
+// row returns row n (of K) of a row-major q: its code words, scales and biases.
+func (q *QMatrix) row(n, K int) (w []uint32, s, b []float32) {
+	words, G := K*q.Bits/32, K/q.GroupSize
+	return q.W[n*words : (n+1)*words], q.Scales[n*G : (n+1)*G], q.Biases[n*G : (n+1)*G]
+}
+
 // Bytes returns the number of bytes a mat-vec reads from w: the packed codes or
 // elements plus, for FormatQ, the float32 scales and biases.
 func (w *Weight) Bytes() int {
@@ -264,12 +270,10 @@ func (t *mmTask) doQPanel(db *deqBuf, n0, n1 int) int {
 // DequantRow. k0 and kn are whole groups.
 func (q *QMatrix) dequantPanel(p []float32, n0, K, k0, kn int) {
 	gs, bits := q.GroupSize, q.Bits
-	words, G := K*bits/32, K/gs
 	p = p[:panelN*kn]
 	for r := range panelN {
 		n := n0 + r
-		w := q.W[n*words : (n+1)*words]
-		s, b := q.Scales[n*G:(n+1)*G], q.Biases[n*G:(n+1)*G]
+		w, s, b := q.row(n, K)
 		for g := k0 / gs; g < (k0+kn)/gs; g++ {
 			sg, bg := s[g], b[g]
 			o := (g*gs-k0)*panelN + r // p index of the group's first element
@@ -480,10 +484,7 @@ func (q *QMatrix) DequantRow(dst []float32, n, K int) {
 		q.dequantBlockedRow(dst[:K], n, K)
 		return
 	}
-	words := K * q.Bits / 32
-	w := q.W[n*words : (n+1)*words]
-	groups := K / q.GroupSize
-	s, b := q.Scales[n*groups:(n+1)*groups], q.Biases[n*groups:(n+1)*groups]
+	w, s, b := q.row(n, K)
 	dst = dst[:K]
 	for k := range dst {
 		g := k / q.GroupSize
@@ -501,10 +502,8 @@ func (q *QMatrix) dequantRowFast(dst []float32, n, K int) {
 		q.DequantRow(dst, n, K)
 		return
 	}
-	words := K * q.Bits / 32
-	w := q.W[n*words : (n+1)*words]
+	w, s, b := q.row(n, K)
 	groups := K / gs
-	s, b := q.Scales[n*groups:(n+1)*groups], q.Biases[n*groups:(n+1)*groups]
 	dst = dst[:K]
 	per := 32 / q.Bits // codes per word
 	for g := range groups {
@@ -542,11 +541,9 @@ func code(w []uint32, k, bits int) uint32 {
 // dotQFloat returns row n of q (dequantized exactly as DequantRow) · x, summed in
 // float32 per group and float64 across groups.
 func dotQFloat(q *QMatrix, n, K int, x []float32) float32 {
-	words := K * q.Bits / 32
-	w := q.W[n*words : (n+1)*words]
+	w, s, b := q.row(n, K)
 	gs := q.GroupSize
 	groups := K / gs
-	s, b := q.Scales[n*groups:(n+1)*groups], q.Biases[n*groups:(n+1)*groups]
 	var sum float64
 	for g := range groups {
 		var acc float32
