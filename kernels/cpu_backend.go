@@ -200,7 +200,9 @@ func (c *CPU) RoPE(x *Tensor, pos int, p *RoPE) {
 // Attention runs causal GQA; see [AttnParams]. Prefill (L·H/Hkv ≥ 16 query
 // vectors per KV head) runs [cpu.Attn.Block] over (KV head, query block)
 // units, largest first, claimed dynamically; decode runs one row and head at a
-// time.
+// time, the threads claiming whole groups of query heads that share a KV head
+// (as a mat-vec's rows: a worker that is late to wake costs nothing; with Run
+// the caller waited for it, and two threads were slower than one).
 func (c *CPU) Attention(dst, q, k, v *Tensor, pos int, p *AttnParams) {
 	L := q.NumRows()
 	qw, kw := p.Heads*p.HeadDim, p.KVHeads*p.HeadDim
@@ -214,7 +216,8 @@ func (c *CPU) Attention(dst, q, k, v *Tensor, pos int, p *AttnParams) {
 		Pos: pos, Window: p.Window, Scale: p.Scale, Softcap: p.Softcap,
 	}}
 	if L*p.Heads/p.KVHeads < 16 {
-		c.pool.Run(L*p.Heads, 1, &c.attn)
+		g := p.Heads / p.KVHeads
+		c.pool.RunChunks(L*p.Heads, 2*g, g, &c.attn)
 		return
 	}
 	c.attn.blocks = (L + c.attn.a.QueryRows() - 1) / c.attn.a.QueryRows()
