@@ -29,6 +29,7 @@ type Backend interface {
 	Embed(dst, table *Tensor, tokens []int32, scale float32) // dst (L, D) = table[tokens]·scale
 	RMSNorm(dst, x, w *Tensor, eps float32)                  // every len(w)-wide row of x; w f32
 	MatMul(dst, x, w *Tensor)                                // dst (L, N) = x (L, K) · wᵀ, w (N, K)
+	MatMuls(dst []*Tensor, x *Tensor, w []*Tensor)           // MatMul(dst[i], x, w[i]) for ≤ 4 weights
 	Add(dst, a, b *Tensor)                                   // b same shape as a, or one row broadcast
 	RoPE(x *Tensor, pos int, p *RoPE)                        // in place; x (L, heads·Dh), neox pairing
 	Attention(dst, q, k, v *Tensor, pos int, p *AttnParams)  // causal GQA; see AttnParams

@@ -16,6 +16,8 @@ type CPU struct {
 	scratch chan *cpu.AttnScratch // one per thread
 	attn    attnTask
 	op      opTask
+	mmd     [4][]float32 // MatMuls' arguments, kept here so a call allocates nothing
+	mmw     [4]*cpu.Weight
 }
 
 // NewCPU returns a CPU backend running on threads goroutines (≤ 0: all CPUs).
@@ -176,6 +178,23 @@ func (c *CPU) MatMul(dst, x, w *Tensor) {
 	mustShape("MatMul", "x", x, L, wt.K)
 	mustShape("MatMul", "dst", dst, L, wt.N)
 	c.pool.MatMul(dst.F32(), x.F32(), L, wt)
+}
+
+// MatMuls computes dst[i] = x · w[i]ᵀ for up to four weights: in a decode
+// step, one mat-vec over the rows of them all (see [cpu.Pool.MatMuls]).
+func (c *CPU) MatMuls(dst []*Tensor, x *Tensor, w []*Tensor) {
+	if len(dst) != len(w) || len(w) > len(c.mmw) {
+		panic(fmt.Sprintf("kernels: MatMuls: %d outputs for %d weights (at most %d)", len(dst), len(w), len(c.mmw)))
+	}
+	L := x.NumRows()
+	for i := range w {
+		wt := weightOf("MatMuls", w[i])
+		mustShape("MatMuls", "x", x, L, wt.K)
+		mustShape("MatMuls", "dst", dst[i], L, wt.N)
+		c.mmd[i], c.mmw[i] = dst[i].F32(), wt
+	}
+	c.pool.MatMuls(c.mmd[:len(w)], x.F32(), L, c.mmw[:len(w)])
+	c.mmd, c.mmw = [4][]float32{}, [4]*cpu.Weight{}
 }
 
 // Add computes dst = a + b, where b has a's shape or is one row broadcast over a's rows.

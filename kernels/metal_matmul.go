@@ -37,6 +37,16 @@ func init() {
 	}
 }
 
+// MatMuls computes dst[i] = x · w[i]ᵀ, one MatMul per weight.
+func (m *Metal) MatMuls(dst []*Tensor, x *Tensor, w []*Tensor) {
+	if len(dst) != len(w) {
+		panic(fmt.Sprintf("kernels: MatMuls: %d outputs for %d weights", len(dst), len(w)))
+	}
+	for i := range w {
+		m.MatMul(dst[i], x, w[i])
+	}
+}
+
 // MatMul computes dst (L, N) = x (L, K) · wᵀ for w (N, K) in any [DType].
 //
 // Kernel selection (ggml get_pipeline_mul_mv): L = 1 is a bandwidth-bound

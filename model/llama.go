@@ -33,6 +33,9 @@ type layer struct {
 	postMLPNorm    *kernels.Tensor // ….post_feedforward_layernorm.weight (D); Gemma 2 only
 	gate, up, down *kernels.Tensor // ….mlp.{gate,up,down}_proj.weight (F, D), (F, D), (D, F)
 	bg, bu, bd     *kernels.Tensor // ….mlp.{gate,up,down}_proj.bias; nil unless mlp_bias
+
+	qkv, gu   []*kernels.Tensor // {wq, wk, wv} and {gate, up}, for one MatMuls each
+	qkvB, guB []*kernels.Tensor // their biases
 }
 
 // newLlama loads every weight through l, checking shapes against the config.
@@ -116,6 +119,8 @@ func newLlama(c *Config, a arch, l *loader, ctxLen int) (*llama, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w (layer %d)", err, i)
 		}
+		ly.qkv, ly.qkvB = []*kernels.Tensor{ly.wq, ly.wk, ly.wv}, []*kernels.Tensor{ly.bq, ly.bk, ly.bv}
+		ly.gu, ly.guB = []*kernels.Tensor{ly.gate, ly.up}, []*kernels.Tensor{ly.bg, ly.bu}
 	}
 	if m.norm, err = norm("model.norm.weight", D); err != nil {
 		return nil, err
@@ -173,15 +178,16 @@ func (m *llama) loadPhi3(ly *layer, l *loader, p string) error {
 // step allocates nothing (llama2.c's RunState). Views for a shorter L are cut once.
 type acts struct {
 	L         int
-	x, h      *kernels.Tensor // (L, D) residual stream, normed / block output
-	q, att    *kernels.Tensor // (L, H·Dh)
-	k, v      *kernels.Tensor // (L, Hkv·Dh)
-	qh, kh    *kernels.Tensor // q, k viewed as (L·H, Dh), (L·Hkv, Dh) for the Qwen3 per-head norm
-	g, u      *kernels.Tensor // (L, F)
-	last      *kernels.Tensor // (1, D) final norm of the last token
-	lastX     *kernels.Tensor // (1, D) view of x's last row
-	logits    *kernels.Tensor // (1, V)
-	hostLogit []float32       // (V) logits on the host
+	x, h      *kernels.Tensor   // (L, D) residual stream, normed / block output
+	q, att    *kernels.Tensor   // (L, H·Dh)
+	k, v      *kernels.Tensor   // (L, Hkv·Dh)
+	qh, kh    *kernels.Tensor   // q, k viewed as (L·H, Dh), (L·Hkv, Dh) for the Qwen3 per-head norm
+	g, u      *kernels.Tensor   // (L, F)
+	qkv, gu   []*kernels.Tensor // {q, k, v} and {g, u}: the outputs of one MatMuls each
+	last      *kernels.Tensor   // (1, D) final norm of the last token
+	lastX     *kernels.Tensor   // (1, D) view of x's last row
+	logits    *kernels.Tensor   // (1, V)
+	hostLogit []float32         // (V) logits on the host
 }
 
 func newActs(b kernels.Backend, c *Config, L int) *acts {
@@ -214,6 +220,7 @@ func (s *acts) rows(L int) *acts {
 func (s *acts) cut() {
 	s.lastX = s.x.Rows(s.L-1, s.L)
 	s.qh, s.kh = reshape(s.q), reshape(s.k)
+	s.qkv, s.gu = []*kernels.Tensor{s.q, s.k, s.v}, []*kernels.Tensor{s.g, s.u}
 }
 
 // reshape views an (L, n·Dh) activation as a flat (L·n·Dh) row set; RMSNorm with a
@@ -245,10 +252,8 @@ func (m *llama) decoder(b kernels.Backend, s *acts, c *cache, pos int) {
 	eps := cfg.RMSNormEps
 	for i := range m.layers {
 		l := &m.layers[i]
-		b.RMSNorm(s.h, s.x, l.attnNorm, eps) // (L, D)
-		linear(b, s.q, s.h, l.wq, l.bq)      // (L, H·Dh)
-		linear(b, s.k, s.h, l.wk, l.bk)      // (L, Hkv·Dh)
-		linear(b, s.v, s.h, l.wv, l.bv)      // (L, Hkv·Dh)
+		b.RMSNorm(s.h, s.x, l.attnNorm, eps)  // (L, D)
+		linears(b, s.qkv, s.h, l.qkv, l.qkvB) // q (L, H·Dh), k and v (L, Hkv·Dh)
 		if l.qNorm != nil {
 			b.RMSNorm(s.qh, s.qh, l.qNorm, eps) // per head (Dh)
 			b.RMSNorm(s.kh, s.kh, l.kNorm, eps)
@@ -263,8 +268,7 @@ func (m *llama) decoder(b kernels.Backend, s *acts, c *cache, pos int) {
 		}
 		b.Add(s.x, s.x, s.h)                // residual
 		b.RMSNorm(s.h, s.x, l.mlpNorm, eps) // (L, D)
-		linear(b, s.g, s.h, l.gate, l.bg)   // (L, F)
-		linear(b, s.u, s.h, l.up, l.bu)     // (L, F)
+		linears(b, s.gu, s.h, l.gu, l.guB)  // g and u (L, F)
 		b.GLU(s.g, s.g, s.u, m.act)         // act(g)·u
 		linear(b, s.h, s.g, l.down, l.bd)   // (L, D)
 		if l.postMLPNorm != nil {
@@ -276,6 +280,16 @@ func (m *llama) decoder(b kernels.Backend, s *acts, c *cache, pos int) {
 	b.MatMul(s.logits, s.last, m.head)      // (1, V)
 	if cfg.FinalSoftcap > 0 {
 		b.Softcap(s.logits, float32(cfg.FinalSoftcap))
+	}
+}
+
+// linears computes dst[i] = x·w[i]ᵀ (+ bias[i] unless nil) in one MatMuls.
+func linears(b kernels.Backend, dst []*kernels.Tensor, x *kernels.Tensor, w, bias []*kernels.Tensor) {
+	b.MatMuls(dst, x, w)
+	for i, bi := range bias {
+		if bi != nil {
+			b.Add(dst[i], dst[i], bi)
+		}
 	}
 }
 

@@ -98,7 +98,72 @@ func (p *Pool) MatMul(dst, x []float32, L int, w *Weight) {
 	if L == 0 || w.N == 0 {
 		return
 	}
-	t := &p.mm
+	t := &p.mm[0]
+	p.quantize(p.plan(t, dst, x, L, w), x, L, w)
+	if L == 1 {
+		p.RunChunks(w.N, p.vecChunk(w.N), 4, t)
+	} else {
+		grain := 16
+		if w.Format == FormatQ && L >= deqMinL && t.k.pTile != nil {
+			grain = panelN
+		}
+		p.Run(w.N, grain, t)
+	}
+	*t = mmTask{} // drop references to the caller's slices
+}
+
+// MatMuls computes dst[i] (L, N_i) = x (L, K) · w[i]ᵀ for weights that read
+// the same x: a layer's q, k and v projections, or gate and up. In a decode
+// step (L = 1) whose weights take the same kernel, x is quantized once and the
+// threads claim the rows of all the weights in one call, so they wait for each
+// other once, not once per weight (a 512-row k or v projection alone is too
+// short to split well). Otherwise it is MatMul per weight. At most four
+// weights.
+func (p *Pool) MatMuls(dst [][]float32, x []float32, L int, w []*Weight) {
+	if len(dst) != len(w) || len(w) > len(p.mm) {
+		panic(fmt.Sprintf("cpu: MatMuls: %d outputs for %d weights (at most %d)", len(dst), len(w), len(p.mm)))
+	}
+	if L != 1 || len(w) == 1 || !p.planAll(dst, x, w) {
+		for i := range w {
+			p.MatMul(dst[i], x, L, w[i])
+		}
+		return
+	}
+	t := &p.mms
+	*t = mmsTask{tasks: p.mm[:len(w)]}
+	for i := range t.tasks {
+		t.n += (w[i].N + 3) &^ 3 // every weight starts on a four-row block
+	}
+	p.quantize(t.tasks[0].act, x, 1, w[0])
+	p.RunChunks(t.n, p.vecChunk(t.n), 4, t)
+	clear(p.mm[:])
+}
+
+// planAll plans a fused decode step over w and reports whether it can run as
+// one: every weight takes the same kernel and activation format.
+func (p *Pool) planAll(dst [][]float32, x []float32, w []*Weight) bool {
+	for i, wi := range w {
+		if len(dst[i]) != wi.N || len(x) != wi.K {
+			panic(fmt.Sprintf("cpu: MatMuls: dst %d, x %d for weight %d with N=%d K=%d", len(dst[i]), len(x), i, wi.N, wi.K))
+		}
+		t := &p.mm[i]
+		p.plan(t, dst[i], x, 1, wi)
+		w0 := w[0]
+		if wi.N == 0 || t.act != p.mm[0].act || (t.act != actNone && (wi.Q.Bits != w0.Q.Bits || wi.Q.GroupSize != w0.Q.GroupSize)) {
+			clear(p.mm[:])
+			return false
+		}
+	}
+	return true
+}
+
+// vecChunk is the piece of a mat-vec of n rows the threads claim at first:
+// about eight per thread, in whole blocks of the four-row kernels.
+func (p *Pool) vecChunk(n int) int { return max(16, n/(8*p.n)) &^ 3 }
+
+// plan sets t up for dst (L, N) = x (L, K) · wᵀ and returns the activation
+// format it needs x quantized to (see quantize).
+func (p *Pool) plan(t *mmTask, dst, x []float32, L int, w *Weight) actFormat {
 	*t = mmTask{dst: dst, x: x, L: L, w: w, k: &kern, p: p}
 	switch {
 	case w.Format == FormatQ && L >= deqMinL:
@@ -108,18 +173,14 @@ func (p *Pool) MatMul(dst, x []float32, L int, w *Weight) {
 		}
 		t.run = (*mmTask).doQDeq
 		if t.k.pTile != nil && w.N >= panelN {
-			p.xp.pack(p, x, L, w.K, panelStep(q.GroupSize), t.k.pTileL)
+			t.act = actPanel
 		}
 	case w.Format == FormatQ && w.Q.Blocked != nil && !t.k.blocked:
 		panic(fmt.Sprintf("cpu: MatMul: a blocked weight (see Prepare) with the %s kernels", t.k.name))
 	case w.Format == FormatQ && t.k.qMatVecB != nil && bFits(w.Q, w.K) && (w.Q.Blocked != nil) == t.k.blocked:
-		p.actb.quantize(p, x, L, w.K, w.Q.GroupSize, w.Q.Bits)
-		t.b = &p.actb
-		t.run = (*mmTask).doQB
+		t.b, t.run, t.act = &p.actb, (*mmTask).doQB, actBytes
 	case w.Format == FormatQ && qFast(w.Q, w.K):
-		p.act.quantize(p, x, L, w.K, w.Q.GroupSize, w.Q.Bits)
-		t.a = &p.act
-		t.run = (*mmTask).doQ
+		t.a, t.run, t.act = &p.act, (*mmTask).doQ, actInt16
 	case w.Format == FormatQ:
 		q := w.Q
 		if q.GroupSize <= 0 || w.K%q.GroupSize != 0 || w.K*q.Bits%32 != 0 {
@@ -129,17 +190,47 @@ func (p *Pool) MatMul(dst, x []float32, L int, w *Weight) {
 	default:
 		t.run = (*mmTask).doF
 	}
-	if L == 1 {
-		// about eight chunks per thread, in whole blocks of the four-row kernels
-		p.RunChunks(w.N, max(16, w.N/(8*p.n))&^3, 4, t)
-	} else {
-		grain := 16
-		if w.Format == FormatQ && L >= deqMinL && t.k.pTile != nil {
-			grain = panelN
-		}
-		p.Run(w.N, grain, t)
+	return t.act
+}
+
+// actFormat is the form a MatMul needs its x in.
+type actFormat uint8
+
+const (
+	actNone  actFormat = iota // x as it is
+	actBytes                  // byte planes (p.actb), for doQB
+	actInt16                  // int16 pairs (p.act), for doQ
+	actPanel                  // panel-step order (p.xp), for doQPanel
+)
+
+// quantize puts x (L, K) in form f for weight w.
+func (p *Pool) quantize(f actFormat, x []float32, L int, w *Weight) {
+	switch f {
+	case actBytes:
+		p.actb.quantize(p, x, L, w.K, w.Q.GroupSize, w.Q.Bits)
+	case actInt16:
+		p.act.quantize(p, x, L, w.K, w.Q.GroupSize, w.Q.Bits)
+	case actPanel:
+		p.xp.pack(p, x, L, w.K, panelStep(w.Q.GroupSize), kern.pTileL)
 	}
-	*t = mmTask{} // drop references to the caller's slices
+}
+
+// mmsTask is a fused MatMuls call: rows [0, n) run through tasks in turn,
+// each weight's rows rounded up to whole four-row blocks.
+type mmsTask struct {
+	tasks []mmTask
+	n     int
+}
+
+func (t *mmsTask) Do(lo, hi int) {
+	off := 0
+	for i := range t.tasks {
+		u := &t.tasks[i]
+		if a, b := max(lo-off, 0), min(hi-off, u.w.N); a < b {
+			u.run(u, a, b)
+		}
+		off += (u.w.N + 3) &^ 3
+	}
 }
 
 // qFast reports whether q takes the int16 activation path: 4 or 8 bits, groups a
@@ -158,6 +249,7 @@ type mmTask struct {
 	k      *kernelSet
 	p      *Pool
 	run    func(t *mmTask, n0, n1 int)
+	act    actFormat // the form of x run reads
 }
 
 // deqMinL is the number of tokens from which MatMul runs a quantized weight as

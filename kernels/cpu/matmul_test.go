@@ -470,3 +470,72 @@ func TestDequantPanelAsm(t *testing.T) {
 		}
 	}
 }
+
+// TestMatMuls runs weights that share x through MatMuls and checks each output
+// against the reference and against MatMul of that weight alone; the decode
+// cases with one kernel and activation format must take the fused path (row
+// counts off the four-row blocks, more threads than weights), the rest MatMul
+// per weight.
+func TestMatMuls(t *testing.T) {
+	type wspec struct {
+		f        Format
+		bits, gs int
+		N        int
+	}
+	q4 := func(N int) wspec { return wspec{FormatQ, 4, 64, N} }
+	for _, tc := range []struct {
+		name  string
+		K, L  int
+		ws    []wspec
+		fused bool
+	}{
+		{"q4/qkv", 512, 1, []wspec{q4(12), q4(7), q4(6)}, true},
+		{"q4/gate-up", 1024, 1, []wspec{q4(33), q4(33)}, true},
+		{"q8/gs32", 256, 1, []wspec{{FormatQ, 8, 32, 64}, {FormatQ, 8, 32, 16}, {FormatQ, 8, 32, 17}}, true},
+		{"q5", 192, 1, []wspec{{FormatQ, 5, 64, 9}, {FormatQ, 5, 64, 4}}, true},
+		{"bf16", 64, 1, []wspec{{FormatBF16, 0, 0, 10}, {FormatBF16, 0, 0, 5}}, true},
+		{"f32/four", 40, 1, []wspec{{FormatF32, 0, 0, 9}, {FormatF32, 0, 0, 3}, {FormatF32, 0, 0, 3}, {FormatF32, 0, 0, 4}}, true},
+		{"q4+q8", 512, 1, []wspec{q4(8), {FormatQ, 8, 64, 8}}, false},
+		{"q4/gs64+gs128", 512, 1, []wspec{q4(8), {FormatQ, 4, 128, 8}}, false},
+		{"q4/L=3", 512, 3, []wspec{q4(12), q4(4)}, false},
+	} {
+		r := rand.New(rand.NewPCG(11, uint64(tc.K)))
+		base := make([]*Weight, len(tc.ws))
+		for i, s := range tc.ws {
+			base[i] = randWeight(r, s.f, s.N, tc.K, s.bits, s.gs)
+		}
+		x := randVec(r, tc.L*tc.K)
+		for _, ks := range kernelSets() {
+			for _, threads := range []int{2, 3} {
+				t.Run(fmt.Sprintf("%s/k=%s/threads=%d", tc.name, ks.name, threads), func(t *testing.T) {
+					defer useKernels(ks)()
+					p := NewPool(threads)
+					defer p.Close()
+					ws := make([]*Weight, len(base))
+					dst, alone := make([][]float32, len(base)), make([][]float32, len(base))
+					for i, w := range base {
+						ws[i] = forKernels(ks, w)
+						dst[i], alone[i] = make([]float32, tc.L*w.N), make([]float32, tc.L*w.N)
+						p.MatMul(alone[i], x, tc.L, ws[i])
+					}
+					if tc.L == 1 {
+						if got := p.planAll(dst, x, ws); got != tc.fused {
+							t.Fatalf("planAll = %v, want %v", got, tc.fused)
+						}
+						clear(p.mm[:])
+					}
+					p.MatMuls(dst, x, tc.L, ws)
+					for i, w := range ws {
+						want, mag, qb := ref(base[i], x, tc.L)
+						checkRef(t, dst[i], want, mag, qb, actRes(ks, w))
+						for j := range dst[i] {
+							if d := math.Abs(float64(dst[i][j] - alone[i][j])); d > 4e-6*mag[j]+1e-30 {
+								t.Fatalf("weight %d out[%d]: MatMuls %g, MatMul %g", i, j, dst[i][j], alone[i][j])
+							}
+						}
+					}
+				})
+			}
+		}
+	}
+}

@@ -29,7 +29,8 @@ type Pool struct {
 	done  atomic.Int64
 	epoch uint64
 
-	mm   mmTask       // the MatMul in flight
+	mm   [4]mmTask    // the MatMul in flight, or MatMuls' weights
+	mms  mmsTask      // the MatMuls in flight
 	act  actQ         // MatMul's quantized activations, grown to the largest L·K
 	actb actB         // the same for the byte-dot kernels
 	deq  chan *deqBuf // one dequantized row block per thread (see doQDeq)
