@@ -128,6 +128,84 @@ func (a *Attn) Block(dst, q, k, v []float32, g, l0, l1 int, s *AttnScratch) {
 	}
 }
 
+// attnDecodeKeys is the keys [Attn.Decode] takes at a time: every head reads
+// them while they are in cache.
+const attnDecodeKeys = 32
+
+// Decode computes one part of a decode step (one query row, at position Pos),
+// flash-decoding style: keys [lo, hi) for every head, attnDecodeKeys at a
+// time, with an online softmax. The parts of a step split the keys between
+// threads, so each thread reads a stretch of the cache rather than every
+// row's slice for some heads (1.7× as fast at 1100 keys on Zen 4; prefetching
+// the next block made no difference). Head h leaves its running max in m[h],
+// its sum of exponentials in l[h] and its unnormalized output in
+// o[h·Dh : (h+1)·Dh]; [Attn.Merge] combines the parts. q (Heads·HeadDim);
+// s's scores grow to attnDecodeKeys.
+func (a *Attn) Decode(o, m, l, q, k, v []float32, lo, hi int, s *AttnScratch) {
+	dh, G := a.HeadDim, a.Heads/a.KVHeads
+	ks := a.KVHeads * dh // row stride of k and v
+	sc := s.floats(attnDecodeKeys)
+	ninf := float32(math.Inf(-1))
+	for h := range a.Heads {
+		m[h], l[h] = ninf, 0
+	}
+	clear(o[:a.Heads*dh])
+	for j0 := lo; j0 < hi; j0 += attnDecodeKeys {
+		nk := min(attnDecodeKeys, hi-j0)
+		for h := range a.Heads {
+			off := (h / G) * dh
+			sh := sc[:nk]
+			attnScores(sh, q[h*dh:(h+1)*dh], k[j0*ks+off:], ks)
+			mx := m[h]
+			for j, x := range sh {
+				x *= a.Scale
+				if a.Softcap > 0 {
+					x = a.Softcap * float32(math.Tanh(float64(x/a.Softcap)))
+				}
+				sh[j] = x
+				mx = max(mx, x)
+			}
+			alpha := float32(math.Exp(float64(m[h] - mx))) // 0 on the first block
+			l[h] = l[h]*alpha + attnExp(sh, mx)
+			m[h] = mx
+			oh := o[h*dh : (h+1)*dh]
+			if alpha != 1 {
+				for i := range oh {
+					oh[i] *= alpha
+				}
+			}
+			attnAccum(oh, v[j0*ks+off:], ks, sh)
+		}
+	}
+}
+
+// Merge writes dst (Heads·HeadDim) from the parts of a decode step: part p's
+// outputs of [Attn.Decode] at o[p·Heads·HeadDim:], m[p·Heads:] and
+// l[p·Heads:].
+func (a *Attn) Merge(dst, o, m, l []float32, parts int) {
+	H, dh := a.Heads, a.HeadDim
+	for h := range H {
+		mx := float32(math.Inf(-1))
+		for p := range parts {
+			mx = max(mx, m[p*H+h])
+		}
+		d := dst[h*dh : (h+1)*dh]
+		clear(d)
+		var sum float32
+		for p := range parts {
+			w := float32(math.Exp(float64(m[p*H+h] - mx)))
+			sum += w * l[p*H+h]
+			for i, x := range o[(p*H+h)*dh:][:dh] {
+				d[i] += w * x
+			}
+		}
+		inv := 1 / sum
+		for i := range d {
+			d[i] *= inv
+		}
+	}
+}
+
 // mask sets the scores of keys [j0, j0+nk) that query rows [l0, l1) must not
 // see to −Inf in st (keys × mp, query vector c of row l0 + c/G).
 func (a *Attn) mask(st []float32, mp, j0, nk, l0, l1, G int) {

@@ -128,7 +128,31 @@ func attnRows(a Attn, dst, q, k, v []float32, L int) {
 	}
 }
 
-// TestAttn checks the blocked (prefill) and per-row (decode) attention, with
+// attnSplit runs one query row (L = 1) as Attn.Decode over up to three parts
+// of the keys, uneven and crossing the decode key blocks, and Attn.Merge.
+func attnSplit(a Attn, dst, q, k, v []float32, L int) {
+	hi := a.Pos + 1
+	lo := 0
+	if a.Window > 0 {
+		lo = max(0, hi-a.Window)
+	}
+	var s AttnScratch
+	cuts := []int{lo}
+	for _, c := range []int{lo + (hi-lo)/5, lo + (hi-lo)*3/5} {
+		if c > cuts[len(cuts)-1] && c < hi {
+			cuts = append(cuts, c)
+		}
+	}
+	cuts = append(cuts, hi)
+	parts, H, dh := len(cuts)-1, a.Heads, a.HeadDim
+	o, m, l := make([]float32, parts*H*dh), make([]float32, parts*H), make([]float32, parts*H)
+	for p := range parts {
+		a.Decode(o[p*H*dh:], m[p*H:], l[p*H:], q, k, v, cuts[p], cuts[p+1], &s)
+	}
+	a.Merge(dst, o, m, l, parts)
+}
+
+// TestAttn checks the blocked (prefill), per-row and split (decode) attention, with
 // each kernel set this machine has, against float64 at the block edges: L
 // around the 64-key and query blocks, head dims around the 64-column tiles,
 // GQA groups 1, 4 and 8, with and without a sliding window, softcap and an
@@ -170,7 +194,10 @@ func TestAttn(t *testing.T) {
 					for _, path := range []struct {
 						name string
 						run  func(a Attn, dst, q, k, v []float32, L int)
-					}{{"blocked", attnBlocked}, {"rows", attnRows}} {
+					}{{"blocked", attnBlocked}, {"rows", attnRows}, {"split", attnSplit}} {
+						if path.name == "split" && L > 1 {
+							continue
+						}
 						restore := set.use()
 						got := make([]float32, L*qw)
 						path.run(a, got, q, k, v, L)
