@@ -222,7 +222,8 @@ func (c *CPU) RoPE(x *Tensor, pos int, p *RoPE) {
 // units, largest first, claimed dynamically. A decode step (L = 1) over at
 // least 2·attnPartKeys keys splits them into parts of at least attnPartKeys,
 // up to two per thread, that the threads claim and [cpu.Attn.Merge] combines
-// (Llama-3.2-1B shape at 1100 keys: 380–450 µs per layer, was 650–720).
+// (Llama-3.2-1B shape at 1100 keys: 330–390 µs per layer, was 620–720 when
+// each thread took whole heads).
 // Other short calls run one row and head at a time, the threads claiming whole
 // groups of query heads that share a KV head (fewer keys than that: faster).
 func (c *CPU) Attention(dst, q, k, v *Tensor, pos int, p *AttnParams) {

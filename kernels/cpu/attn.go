@@ -136,15 +136,16 @@ const attnDecodeKeys = 32
 // flash-decoding style: keys [lo, hi) for every head, attnDecodeKeys at a
 // time, with an online softmax. The parts of a step split the keys between
 // threads, so each thread reads a stretch of the cache rather than every
-// row's slice for some heads (1.7× as fast at 1100 keys on Zen 4; prefetching
-// the next block made no difference). Head h leaves its running max in m[h],
+// row's slice for some heads; the query heads of a KV head share each read of
+// a V row, four at a time (attnTile). Head h leaves its running max in m[h],
 // its sum of exponentials in l[h] and its unnormalized output in
 // o[h·Dh : (h+1)·Dh]; [Attn.Merge] combines the parts. q (Heads·HeadDim);
 // s's scores grow to attnDecodeKeys.
 func (a *Attn) Decode(o, m, l, q, k, v []float32, lo, hi int, s *AttnScratch) {
 	dh, G := a.HeadDim, a.Heads/a.KVHeads
 	ks := a.KVHeads * dh // row stride of k and v
-	sc := s.floats(attnDecodeKeys)
+	buf := s.floats(G*attnDecodeKeys + G)
+	p, alpha := buf[:G*attnDecodeKeys], buf[G*attnDecodeKeys:] // a group's probabilities (G × keys) and rescales
 	ninf := float32(math.Inf(-1))
 	for h := range a.Heads {
 		m[h], l[h] = ninf, 0
@@ -152,29 +153,47 @@ func (a *Attn) Decode(o, m, l, q, k, v []float32, lo, hi int, s *AttnScratch) {
 	clear(o[:a.Heads*dh])
 	for j0 := lo; j0 < hi; j0 += attnDecodeKeys {
 		nk := min(attnDecodeKeys, hi-j0)
-		for h := range a.Heads {
-			off := (h / G) * dh
-			sh := sc[:nk]
-			attnScores(sh, q[h*dh:(h+1)*dh], k[j0*ks+off:], ks)
-			mx := m[h]
-			for j, x := range sh {
-				x *= a.Scale
-				if a.Softcap > 0 {
-					x = a.Softcap * float32(math.Tanh(float64(x/a.Softcap)))
+		for g := range a.KVHeads {
+			kb, vb := k[j0*ks+g*dh:], v[j0*ks+g*dh:]
+			for i := range G {
+				h := g*G + i
+				ph := p[i*attnDecodeKeys:][:nk]
+				attnScores(ph, q[h*dh:(h+1)*dh], kb, ks)
+				mx := m[h]
+				for j, x := range ph {
+					x *= a.Scale
+					if a.Softcap > 0 {
+						x = a.Softcap * float32(math.Tanh(float64(x/a.Softcap)))
+					}
+					ph[j] = x
+					mx = max(mx, x)
 				}
-				sh[j] = x
-				mx = max(mx, x)
+				sum := attnExp(ph, mx)
+				alpha[i] = 1
+				if mx != m[h] { // after the first few blocks the max mostly stands
+					alpha[i] = float32(math.Exp(float64(m[h] - mx))) // 0 on the first block
+					m[h] = mx
+				}
+				l[h] = l[h]*alpha[i] + sum
 			}
-			alpha := float32(math.Exp(float64(m[h] - mx))) // 0 on the first block
-			l[h] = l[h]*alpha + attnExp(sh, mx)
-			m[h] = mx
-			oh := o[h*dh : (h+1)*dh]
-			if alpha != 1 {
-				for i := range oh {
-					oh[i] *= alpha
+			// o = alpha·o + P·V for the group's heads, four at a time (each V
+			// row read once for the four), then one by one
+			og := o[g*G*dh:]
+			i := 0
+			for ; i+4 <= G; i += 4 {
+				for d0 := 0; d0 < dh; d0 += attnCols {
+					attnTile(og[i*dh+d0:], dh, p[i*attnDecodeKeys:], attnDecodeKeys, 1, vb[d0:], ks, nk, min(attnCols, dh-d0), alpha[i:])
 				}
 			}
-			attnAccum(oh, v[j0*ks+off:], ks, sh)
+			for ; i < G; i++ {
+				oh := og[i*dh : (i+1)*dh]
+				if alpha[i] != 1 {
+					for x := range oh {
+						oh[x] *= alpha[i]
+					}
+				}
+				attnAccum(oh, vb, ks, p[i*attnDecodeKeys:][:nk])
+			}
 		}
 	}
 }

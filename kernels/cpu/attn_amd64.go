@@ -12,6 +12,9 @@ var (
 )
 
 //go:noescape
+func attnScores4AVX512(scores, q, k *float32, stride, n, dh int)
+
+//go:noescape
 func attnScoresAVX2(scores, q, k *float32, stride, n, dh int)
 
 //go:noescape
@@ -42,6 +45,13 @@ func attnScores(scores, q, k []float32, stride int) {
 		return
 	}
 	_ = k[(n-1)*stride+dh-1] // bounds check once
+	if n4 := n &^ 3; useAttnAVX512 && dh%16 == 0 && n4 > 0 {
+		attnScores4AVX512(&scores[0], &q[0], &k[0], stride*4, n4, dh)
+		if n4 == n {
+			return
+		}
+		scores, k, n = scores[n4:], k[n4*stride:], n-n4
+	}
 	attnScoresAVX2(&scores[0], &q[0], &k[0], stride*4, n, dh)
 }
 
