@@ -47,12 +47,14 @@ type Result struct {
 }
 
 // test is "pp512" (prefill 512 tokens), "tg128" (decode 128 tokens one by
-// one) or a kernel test (see kernels.go: mv, mm512, norm, rope, attn512).
+// one), either after a context of depth tokens ("tg128@d1024", as llama-bench's
+// -d), or a kernel test (see kernels.go: mv, mm512, norm, rope, attn512).
 type test struct {
 	name    string
 	prefill bool
 	kernel  bool
 	n       int
+	depth   int
 }
 
 func parseTests(s string) ([]test, error) {
@@ -64,15 +66,22 @@ func parseTests(s string) ([]test, error) {
 			ts = append(ts, test{name: f, kernel: true})
 			continue
 		}
-		num := strings.TrimLeft(f, "abcdefghijklmnopqrstuvwxyz")
-		kind := f[:len(f)-len(num)]
+		spec, depth, deep := strings.Cut(f, "@d")
+		num := strings.TrimLeft(spec, "abcdefghijklmnopqrstuvwxyz")
+		kind := spec[:len(spec)-len(num)]
 		n, err := strconv.Atoi(num)
 		if err != nil || n <= 0 {
 			return nil, fmt.Errorf("-test %q: want ppN, tgN, mv, mmN, norm, rope or attnN with N > 0", f)
 		}
+		d := 0
+		if deep {
+			if d, err = strconv.Atoi(depth); err != nil || d <= 0 || (kind != "pp" && kind != "tg") {
+				return nil, fmt.Errorf("-test %q: want ppN@dM or tgN@dM with M > 0", f)
+			}
+		}
 		switch kind {
 		case "pp", "tg":
-			ts = append(ts, test{name: f, prefill: kind == "pp", n: n})
+			ts = append(ts, test{name: f, prefill: kind == "pp", n: n, depth: d})
 		case "mm", "attn":
 			ts = append(ts, test{name: f, kernel: true, n: n})
 		default:
@@ -90,7 +99,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("model", "", "model directory (default: a synthetic model, see -shape)")
 	shape := fs.String("shape", "llama-3.2-1b", "synthetic model shape: "+strings.Join(model.ShapeNames(), ", "))
 	dtype := fs.String("dtype", "q4", "weights: q4, q8, bf16, f16 or f32 (with -model: quantize on load to q4/q8, else as stored)")
-	tests := fs.String("test", "pp512,tg128", "comma-separated tests: ppN (prefill N tokens), tgN (decode N tokens); kernels: mv (mat-vecs), mmN (mat-mats at L=N), norm, rope, attnN (decode attention over N positions)")
+	tests := fs.String("test", "pp512,tg128", "comma-separated tests: ppN (prefill N tokens), tgN (decode N tokens), either with @dM after a context of M tokens (tg128@d1024); kernels: mv (mat-vecs), mmN (mat-mats at L=N), norm, rope, attnN (decode attention over N positions)")
 	threads := fs.Int("threads", 0, "CPU threads (0: all physical cores)")
 	reps := fs.Int("reps", 3, "repetitions per test")
 	backend := fs.String("backend", "cpu", "backend: cpu, metal, metal-emu (the MSL interpreter: slow) or auto")
@@ -143,7 +152,7 @@ func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int
 	ctxLen := 1
 	for _, t := range ts {
 		if !t.kernel {
-			ctxLen = max(ctxLen, t.n+1)
+			ctxLen = max(ctxLen, t.depth+t.n+1)
 		}
 	}
 	b, err := kernels.Open(backend, threads)
@@ -186,10 +195,18 @@ func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int
 			results = append(results, rs...)
 			continue
 		}
-		tokens := make([]int32, t.n)
+		tokens := make([]int32, t.depth+t.n) // the context, then the test's own
 		for i := range tokens {
 			tokens[i] = int32(rng.IntN(m.Config.VocabSize))
 		}
+		m.Truncate(0)
+		if t.depth > 0 {
+			progress(stderr, "%s %s: %s: a context of %d tokens", nameOf(dir, shape), dtype, t.name, t.depth)
+			if _, err := m.Forward(ctx, tokens[:t.depth]); err != nil {
+				return err
+			}
+		}
+		tokens = tokens[t.depth:]
 		var rates []float64
 		// the probe runs before and after every repetition: the figure the
 		// decode rate is compared with is the bandwidth of the same minutes
@@ -199,7 +216,7 @@ func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int
 				return err
 			}
 			progress(stderr, "%s %s: %s rep %d/%d", nameOf(dir, shape), dtype, t.name, max(r+1, 0), reps)
-			m.Truncate(0)
+			m.Truncate(t.depth) // the context stays cached
 			start := time.Now()
 			if t.prefill {
 				_, err = m.Forward(ctx, tokens)

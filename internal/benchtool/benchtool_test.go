@@ -11,7 +11,7 @@ import (
 // TestJSONContract runs a tiny benchmark and checks the fields machines read.
 func TestJSONContract(t *testing.T) {
 	var out, errb bytes.Buffer
-	code := Main(context.Background(), []string{"-shape", "qwen2.5-0.5b", "-dtype", "q4", "-test", "pp8,tg4", "-reps", "2", "-threads", "2", "-json"}, &out, &errb)
+	code := Main(context.Background(), []string{"-shape", "qwen2.5-0.5b", "-dtype", "q4", "-test", "pp8,tg4,tg4@d9", "-reps", "2", "-threads", "2", "-json"}, &out, &errb)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
@@ -19,7 +19,7 @@ func TestJSONContract(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &rows); err != nil {
 		t.Fatalf("not a JSON array: %v\n%s", err, out.String())
 	}
-	if len(rows) != 2 || rows[0]["test"] != "pp8" || rows[1]["test"] != "tg4" {
+	if len(rows) != 3 || rows[0]["test"] != "pp8" || rows[1]["test"] != "tg4" || rows[2]["test"] != "tg4@d9" {
 		t.Fatalf("rows %v", rows)
 	}
 	for _, r := range rows {
@@ -46,7 +46,11 @@ func TestParseTests(t *testing.T) {
 	if err != nil || len(ts) != 5 || !ts[0].kernel || ts[1].n != 64 || ts[4].name != "attn256" || ts[4].n != 256 {
 		t.Errorf("parseTests kernels: %v %v", ts, err)
 	}
-	for _, bad := range []string{"", "pp", "xx12", "tg0", "pp-1", "mm", "attn", "mv3", "norm2"} {
+	ts, err = parseTests("tg128@d1024,pp64@d7")
+	if err != nil || len(ts) != 2 || ts[0].n != 128 || ts[0].depth != 1024 || ts[0].name != "tg128@d1024" || !ts[1].prefill || ts[1].depth != 7 {
+		t.Errorf("parseTests with depth: %v %v", ts, err)
+	}
+	for _, bad := range []string{"", "pp", "xx12", "tg0", "pp-1", "mm", "attn", "mv3", "norm2", "tg8@d0", "tg8@d", "tg8@dx", "mm8@d4", "tg8@4"} {
 		if _, err := parseTests(bad); err == nil {
 			t.Errorf("parseTests(%q) succeeded", bad)
 		}
