@@ -31,8 +31,9 @@
 // ahead (left to the hardware prefetcher, their misses cost 10–15 % of decode
 // speed). PFB is how far ahead a single row prefetches. Measured on Zen 4 over
 // K = 2048…16384: a fixed two blocks ahead costs 5–8 % at K ≥ 8192, a fixed
-// 9 KB as much at K ≥ 14336.
-#define PFMIN 9216
+// 9 KB as much at K ≥ 14336; with the VM's bandwidth at ~50 GB/s instead of
+// ~32, a 9 KB minimum held q8 mat-vecs at 38 GB/s and 18 KB let them reach 43.
+#define PFMIN 18432
 #define PFB 8192
 #define PF(a) PREFETCHT1 a
 
