@@ -142,13 +142,13 @@ func (p *Pool) MatMuls(dst [][]float32, x []float32, L int, w []*Weight) {
 // planAll plans a fused decode step over w and reports whether it can run as
 // one: every weight takes the same kernel and activation format.
 func (p *Pool) planAll(dst [][]float32, x []float32, w []*Weight) bool {
+	w0 := w[0]
 	for i, wi := range w {
 		if len(dst[i]) != wi.N || len(x) != wi.K {
 			panic(fmt.Sprintf("cpu: MatMuls: dst %d, x %d for weight %d with N=%d K=%d", len(dst[i]), len(x), i, wi.N, wi.K))
 		}
 		t := &p.mm[i]
 		p.plan(t, dst[i], x, 1, wi)
-		w0 := w[0]
 		if wi.N == 0 || t.act != p.mm[0].act || (t.act != actNone && (wi.Q.Bits != w0.Q.Bits || wi.Q.GroupSize != w0.Q.GroupSize)) {
 			clear(p.mm[:])
 			return false
