@@ -18,7 +18,7 @@ type CPU struct {
 	op      opTask
 	mmd     [4][]float32 // MatMuls' arguments, kept here so a call allocates nothing
 	mmw     [4]*cpu.Weight
-	part    struct{ o, m, l []float32 } // a decode step's attention parts (see cpu.Attn.Decode)
+	part    cpu.AttnParts // a decode step's attention parts
 }
 
 // NewCPU returns a CPU backend running on threads goroutines (≤ 0: all CPUs).
@@ -245,12 +245,11 @@ func (c *CPU) Attention(dst, q, k, v *Tensor, pos int, p *AttnParams) {
 	if L == 1 && pos+1-start >= 2*attnPartKeys {
 		t := &c.attn
 		t.start, t.end = start, pos+1
-		most := 2 * c.pool.Threads() // the part buffers are sized for the most, so they grow once
+		most := 2 * c.pool.Threads()
 		t.parts = min(most, (t.end-t.start)/attnPartKeys)
-		c.part.o = floats(c.part.o, most*qw)
-		c.part.m, c.part.l = floats(c.part.m, most*p.Heads), floats(c.part.l, most*p.Heads)
+		c.part.Reset(&t.a, most) // room for the most parts, so it grows once
 		c.pool.RunChunks(t.parts, 1, 1, t)
-		t.a.Merge(t.dst, c.part.o, c.part.m, c.part.l, t.parts)
+		t.a.Merge(t.dst, &c.part, t.parts)
 		return
 	}
 	if L*p.Heads/p.KVHeads < 16 {
@@ -260,14 +259,6 @@ func (c *CPU) Attention(dst, q, k, v *Tensor, pos int, p *AttnParams) {
 	}
 	c.attn.blocks = (L + c.attn.a.QueryRows() - 1) / c.attn.a.QueryRows()
 	c.pool.RunChunks(c.attn.blocks*p.KVHeads, 1, 1, &c.attn)
-}
-
-// floats returns s resized to n, reallocated only when it must grow.
-func floats(s []float32, n int) []float32 {
-	if cap(s) < n {
-		return make([]float32, n)
-	}
-	return s[:n]
 }
 
 // attnPartKeys is the fewest keys worth a part of a decode step of its own.
@@ -291,10 +282,9 @@ func (t *attnTask) Do(lo, hi int) {
 	s := <-t.c.scratch
 	defer func() { t.c.scratch <- s }()
 	if t.parts > 0 {
-		n, H, qw, pt := t.end-t.start, a.Heads, a.Heads*a.HeadDim, &t.c.part
+		n := t.end - t.start
 		for i := lo; i < hi; i++ {
-			k0, k1 := t.start+i*n/t.parts, t.start+(i+1)*n/t.parts
-			a.Decode(pt.o[i*qw:(i+1)*qw], pt.m[i*H:(i+1)*H], pt.l[i*H:(i+1)*H], t.q, t.k, t.v, k0, k1, s)
+			a.Decode(&t.c.part, i, t.q, t.k, t.v, t.start+i*n/t.parts, t.start+(i+1)*n/t.parts, s)
 		}
 		return
 	}

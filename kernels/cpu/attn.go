@@ -132,25 +132,38 @@ func (a *Attn) Block(dst, q, k, v []float32, g, l0, l1 int, s *AttnScratch) {
 // them while they are in cache.
 const attnDecodeKeys = 32
 
+// AttnParts holds the parts of a split decode step (see [Attn.Decode]): per
+// part, each head's running max and sum of exponentials and its unnormalized
+// output. The zero value is ready for Reset.
+type AttnParts struct {
+	o, m, l []float32 // parts·Heads·HeadDim, parts·Heads, parts·Heads
+}
+
+// Reset makes room for n parts of a's heads; it allocates only to grow.
+func (p *AttnParts) Reset(a *Attn, n int) {
+	p.o = grow(p.o, n*a.Heads*a.HeadDim)
+	p.m, p.l = grow(p.m, n*a.Heads), grow(p.l, n*a.Heads)
+}
+
 // Decode computes one part of a decode step (one query row, at position Pos),
 // flash-decoding style: keys [lo, hi) for every head, attnDecodeKeys at a
 // time, with an online softmax. The parts of a step split the keys between
 // threads, so each thread reads a stretch of the cache rather than every
 // row's slice for some heads; the query heads of a KV head share each read of
-// a V row, four at a time (attnTile). Head h leaves its running max in m[h],
-// its sum of exponentials in l[h] and its unnormalized output in
-// o[h·Dh : (h+1)·Dh]; [Attn.Merge] combines the parts. q (Heads·HeadDim);
-// s's scores grow to attnDecodeKeys.
-func (a *Attn) Decode(o, m, l, q, k, v []float32, lo, hi int, s *AttnScratch) {
-	dh, G := a.HeadDim, a.Heads/a.KVHeads
+// a V row, four at a time (attnTile). The result is part i of ps (see
+// [AttnParts]); [Attn.Merge] combines the parts. q (Heads·HeadDim); s's
+// scores grow to attnDecodeKeys.
+func (a *Attn) Decode(ps *AttnParts, i int, q, k, v []float32, lo, hi int, s *AttnScratch) {
+	dh, G, H := a.HeadDim, a.Heads/a.KVHeads, a.Heads
+	o, m, l := ps.o[i*H*dh:(i+1)*H*dh], ps.m[i*H:(i+1)*H], ps.l[i*H:(i+1)*H]
 	ks := a.KVHeads * dh // row stride of k and v
 	buf := s.floats(G*attnDecodeKeys + G)
 	p, alpha := buf[:G*attnDecodeKeys], buf[G*attnDecodeKeys:] // a group's probabilities (G × keys) and rescales
 	ninf := float32(math.Inf(-1))
-	for h := range a.Heads {
+	for h := range H {
 		m[h], l[h] = ninf, 0
 	}
-	clear(o[:a.Heads*dh])
+	clear(o)
 	for j0 := lo; j0 < hi; j0 += attnDecodeKeys {
 		nk := min(attnDecodeKeys, hi-j0)
 		for g := range a.KVHeads {
@@ -198,11 +211,10 @@ func (a *Attn) Decode(o, m, l, q, k, v []float32, lo, hi int, s *AttnScratch) {
 	}
 }
 
-// Merge writes dst (Heads·HeadDim) from the parts of a decode step: part p's
-// outputs of [Attn.Decode] at o[p·Heads·HeadDim:], m[p·Heads:] and
-// l[p·Heads:].
-func (a *Attn) Merge(dst, o, m, l []float32, parts int) {
+// Merge writes dst (Heads·HeadDim) from parts [0, parts) of a decode step.
+func (a *Attn) Merge(dst []float32, ps *AttnParts, parts int) {
 	H, dh := a.Heads, a.HeadDim
+	o, m, l := ps.o, ps.m, ps.l
 	for h := range H {
 		mx := float32(math.Inf(-1))
 		for p := range parts {

@@ -144,12 +144,13 @@ func attnSplit(a Attn, dst, q, k, v []float32, L int) {
 		}
 	}
 	cuts = append(cuts, hi)
-	parts, H, dh := len(cuts)-1, a.Heads, a.HeadDim
-	o, m, l := make([]float32, parts*H*dh), make([]float32, parts*H), make([]float32, parts*H)
+	parts := len(cuts) - 1
+	var ps AttnParts
+	ps.Reset(&a, parts)
 	for p := range parts {
-		a.Decode(o[p*H*dh:], m[p*H:], l[p*H:], q, k, v, cuts[p], cuts[p+1], &s)
+		a.Decode(&ps, p, q, k, v, cuts[p], cuts[p+1], &s)
 	}
-	a.Merge(dst, o, m, l, parts)
+	a.Merge(dst, &ps, parts)
 }
 
 // TestAttn checks the blocked (prefill), per-row and split (decode) attention, with
