@@ -7,11 +7,15 @@ import "math"
 // one absmax scale dx per row, x ≈ dx·t with |t| ≤ bMaxT < 2²³, and t is stored
 // as three signed bytes, t = hi·2¹⁶ + mid·2⁸ + lo, in three planes.
 //
-// Values come in chunks of C codes (the bytes of one 512-bit load of codes: 128
-// for 4-bit, 64 for 8-bit), each stored as 3·C bytes: the hi plane, then mid,
-// then lo. Within a plane, an 8-bit chunk is in order; a 4-bit chunk is
-// de-interleaved as its packed nibbles unpack, the 64 even values (low
-// nibbles) then the 64 odd ones (high nibbles). xbIndex gives the place.
+// Values come in chunks of C codes (the codes of one 512-bit load: 128 for
+// 4-bit, 64 for 8-bit), each stored as 3·C bytes: the hi plane, then mid, then
+// lo. A 4-bit chunk's plane has the values of the 64 low nibbles, then those of
+// the 64 high ones, as the packed codes unpack. Which values a chunk holds is
+// the weights' order: in row order (chunk c has values [c·C, (c+1)·C)), or
+// striped as the blocked layout (blocked.go) when the weights are blocked:
+// lane j (bytes 4j…4j+3 of a plane) of chunk c of a stripe holds the values of
+// word c of the stripe's group j, the lanes past the last stripe's groups
+// zero. at gives the place.
 //
 // The kernels compute, per output,
 //
@@ -28,13 +32,11 @@ import "math"
 // 2⁻¹⁴·amax 1e-2, against greedy margins down to 1e-2).
 type actB struct {
 	K, G, C int       // row width, groups per row, codes per chunk
-	xb      []int8    // L·3K
+	striped bool      // the blocked layout's order, not row order
+	nchunk  int       // chunks per row
+	xb      []int8    // L·3·C·nchunk
 	dq      []float32 // L: dx
 	sx, cr  []float32 // L·G
-
-	soff []int32   // K/C: byte offset of the scale of each chunk's first group
-	idx  [16]int32 // lane → group of the lane, relative to the chunk's first
-	kmsk uint64    // scale lanes to load per chunk: (1 << groups per chunk) − 1
 
 	// scratch of Do: Σx and Σt per group, L·G
 	sums []float64
@@ -54,41 +56,53 @@ const bMaxT = 8290000
 func bChunk(bits int) int { return 512 / bits }
 
 // bFits reports whether the byte-dot kernels take q with rows of K: 4 or 8
-// bits, groups a multiple of 32, K a multiple of the chunk.
+// bits, groups a multiple of 32 up to 256 (the amd64 kernels' int32 sums over
+// a group stay exact up to there), K a multiple of the chunk.
 func bFits(q *QMatrix, K int) bool {
-	return (q.Bits == 4 || q.Bits == 8) && q.GroupSize >= 32 && q.GroupSize%32 == 0 &&
+	return (q.Bits == 4 || q.Bits == 8) && q.GroupSize >= 32 && q.GroupSize <= 256 && q.GroupSize%32 == 0 &&
 		K%q.GroupSize == 0 && K%bChunk(q.Bits) == 0
 }
 
-// xbIndex returns where value r of a chunk of C codes goes in a plane.
-func xbIndex(r, C int) int {
-	if C == 64 {
-		return r
+// at returns where value k of a row goes in the row's planes: the place of its
+// hi byte; its mid and lo bytes follow C and 2·C bytes on.
+func (a *actB) at(k int) int {
+	if !a.striped {
+		c, r := k/a.C, k%a.C
+		if a.C == 128 {
+			r = r&1<<6 | r>>1
+		}
+		return c*3*a.C + r
 	}
-	return r&1<<6 | r>>1
+	g, o := k/a.gs, k%a.gs
+	cw := 32 / a.bits // codes per lane
+	c := g/16*(a.gs/cw) + o/cw
+	lane := 4*(g%16) + o%cw/(8/a.bits)
+	if a.bits == 4 {
+		lane += o & 1 << 6
+	}
+	return c*3*a.C + lane
 }
 
-// quantize fills a from x (L, K) for groups of gs bits-wide codes, quantizing
-// the rows over p's threads when there are several.
-func (a *actB) quantize(p *Pool, x []float32, L, K, gs, bits int) {
+// rowBytes is the bytes of a row's planes.
+func (a *actB) rowBytes() int { return 3 * a.C * a.nchunk }
+
+// quantize fills a from x (L, K) for groups of gs bits-wide codes, in the
+// blocked layout's order if striped, quantizing the rows over p's threads
+// when there are several.
+func (a *actB) quantize(p *Pool, x []float32, L, K, gs, bits int, striped bool) {
 	C := bChunk(bits)
 	G := K / gs
 	a.x, a.gs, a.bits = x, gs, bits
-	a.K, a.G, a.C = K, G, C
-	a.xb = grow(a.xb, 3*L*K)
+	a.K, a.G, a.C, a.striped = K, G, C, striped
+	a.nchunk = K / C
+	if striped {
+		a.nchunk = (G + 15) / 16 * gs * bits / 32
+	}
+	a.xb = grow(a.xb, L*a.rowBytes())
 	a.dq = grow(a.dq, L)
 	a.sx = grow(a.sx, L*G)
 	a.cr = grow(a.cr, L*G)
 	a.sums, a.tsum = grow(a.sums, L*G), grow(a.tsum, L*G)
-	a.soff = grow(a.soff, K/C)
-	for j := range a.soff {
-		a.soff[j] = int32(4 * (j * C / gs))
-	}
-	lanes := C / 16 // codes per lane
-	for i := range a.idx {
-		a.idx[i] = int32(i * lanes / gs)
-	}
-	a.kmsk = 1<<max(1, C/gs) - 1
 	if L == 1 || p == nil {
 		a.Do(0, L)
 	} else {
@@ -105,16 +119,19 @@ func (a *actB) Do(lo, hi int) {
 		x := a.x[l*K : (l+1)*K]
 		d := absMax(x) / bMaxT
 		a.dq[l] = d
-		xb := a.xb[3*l*K : 3*(l+1)*K]
+		xb := a.xb[l*a.rowBytes() : (l+1)*a.rowBytes()]
+		if a.striped && G%16 != 0 { // the last stripe's lanes past its groups
+			clear(xb[(G/16)*48*gs:])
+		}
 		sx, cr := a.sx[l*G:(l+1)*G], a.cr[l*G:(l+1)*G]
 		id := 0.0
 		if d != 0 {
 			id = 1 / float64(d)
 		}
 		sums, tsum := a.sums[l*G:(l+1)*G], a.tsum[l*G:(l+1)*G]
-		if !quantRowBAsm(xb, x, gs, C, id, sums, tsum) {
+		if !quantRowBAsm(xb, x, gs, C, a.striped, id, sums, tsum) {
 			for g := range G {
-				sums[g], tsum[g] = quantGroupB(xb, x, g*gs, (g+1)*gs, C, id)
+				sums[g], tsum[g] = a.quantGroup(xb, x, g*gs, (g+1)*gs, id)
 			}
 		}
 		for g, s := range sums {
@@ -124,10 +141,9 @@ func (a *actB) Do(lo, hi int) {
 	}
 }
 
-// quantGroupB rounds x[k0:k1) (within whole chunks' reach) to t = round(x·id),
-// stores each t's three bytes in xb (a row's planes, see actB) and returns Σx
-// in float64 and Σt.
-func quantGroupB(xb []int8, x []float32, k0, k1, C int, id float64) (sum float64, ts int64) {
+// quantGroup rounds x[k0:k1) to t = round(x·id), stores each t's three bytes
+// in xb (a row's planes) and returns Σx in float64 and Σt.
+func (a *actB) quantGroup(xb []int8, x []float32, k0, k1 int, id float64) (sum float64, ts int64) {
 	var s0, s1 float64
 	for k := k0; k+1 < k1; k += 2 {
 		s0, s1 = s0+float64(x[k]), s1+float64(x[k+1])
@@ -141,8 +157,7 @@ func quantGroupB(xb []int8, x []float32, k0, k1, C int, id float64) (sum float64
 		t1 := (t - int32(lo)) >> 8
 		mid := int8(t1)
 		hi := int8((t1 - int32(mid)) >> 8)
-		base := k / C * 3 * C
-		i := base + xbIndex(k%C, C)
+		i, C := a.at(k), a.C
 		xb[i], xb[i+C], xb[i+2*C] = hi, mid, lo
 	}
 	return sum, ts
@@ -153,7 +168,7 @@ func quantGroupB(xb []int8, x []float32, k0, k1, C int, id float64) (sum float64
 // checked against.
 func qMatVecBGo(dst []float32, q *QMatrix, K, n0 int, a *actB, l int) {
 	G, gs, C := a.G, q.GroupSize, a.C
-	xb := a.xb[3*l*K : 3*(l+1)*K]
+	xb := a.xb[l*a.rowBytes() : (l+1)*a.rowBytes()]
 	dx, sx, cr := a.dq[l], a.sx[l*G:(l+1)*G], a.cr[l*G:(l+1)*G]
 	for i := range dst {
 		n := n0 + i
@@ -162,8 +177,7 @@ func qMatVecBGo(dst []float32, q *QMatrix, K, n0 int, a *actB, l int) {
 		for g := range G {
 			var acc int64
 			for k := g * gs; k < (g+1)*gs; k++ {
-				base := k / C * 3 * C
-				j := base + xbIndex(k%C, C)
+				j := a.at(k)
 				t := int64(xb[j])<<16 + int64(xb[j+C])<<8 + int64(xb[j+2*C])
 				acc += int64(code(w, k, q.Bits)) * t
 			}

@@ -37,14 +37,18 @@ GLOBL qabs<>(SB), RODATA|NOPTR, $4
 // quantRowB(xb *int8, x *float32, groups, gs, C int, id float64, sums *float64,
 //     tsum *int64)
 //
-// actB's quantization of one row: t = round(x·id) in float64 (ties to even, as
-// the Go loop), split into three signed bytes stored into the planes at xb (C =
-// 128: 4-bit layout, even values then odd; 64: in order); per group, Σx (in
-// float64) to sums and Σt to tsum. gs is a multiple of 32 and C of 16.
+// actB's quantization of one row in striped order: t = round(x·id) in float64
+// (ties to even, as the Go loop), split into three signed bytes stored into the
+// planes at xb (C = 128: 4-bit order, C = 64: 8-bit; see actB.at); per group,
+// Σx (in float64) to sums and Σt to tsum. gs is a multiple of 32. Sixteen
+// values are two lane words of a 4-bit group or four of an 8-bit one, so
+// their bytes go to two or four chunks, 4 bytes each per plane (and per
+// nibble half), and the next sixteen start 768 bytes on.
 //
-// SI x, DI the chunk's planes, R8 offset in the chunk's plane (bytes), R9 groups
-// left, R10 16-blocks left in the group, R11 16-blocks left in the chunk, R12
-// sums, R13 tsum; Z31 id, Z8/Z9 Σx (float64), Z10 Σt (int32).
+// SI x, DI the planes, R8 the group's place in them, R9 groups left, R10
+// 16-blocks left in the group, R11 the group, R12 sums, R13 tsum, R14 a
+// stripe's bytes of planes (48·gs); Z31 id, Z8/Z9 Σx (float64), Z10 Σt
+// (int32).
 TEXT ·quantRowB(SB), NOSPLIT, $0-64
 	MOVQ         xb+0(FP), DI
 	MOVQ         x+8(FP), SI
@@ -52,9 +56,9 @@ TEXT ·quantRowB(SB), NOSPLIT, $0-64
 	MOVQ         sums+48(FP), R12
 	MOVQ         tsum+56(FP), R13
 	VBROADCASTSD id+40(FP), Z31
-	XORQ         R8, R8
-	MOVQ         C+32(FP), R11
-	SHRQ         $4, R11
+	MOVQ         gs+24(FP), R14
+	IMULQ        $48, R14
+	XORQ         R11, R11
 
 group:
 	VXORPD Z8, Z8, Z8
@@ -62,6 +66,13 @@ group:
 	VPXORD Z10, Z10, Z10
 	MOVQ   gs+24(FP), R10
 	SHRQ   $4, R10
+	MOVQ   R11, AX
+	SHRQ   $4, AX
+	IMULQ  R14, AX
+	ADDQ   DI, AX
+	MOVQ   R11, DX
+	ANDQ   $15, DX
+	LEAQ   (AX)(DX*4), R8
 
 block:
 	VCVTPS2PD     (SI), Z0
@@ -84,43 +95,53 @@ block:
 	VPSRAD        $8, Z4, Z4      // hi
 	MOVQ          C+32(FP), AX
 	CMPQ          AX, $64
-	JEQ           inorder
-	// 4-bit: even values (the low dword of each qword) at o, odd ones at 64 + o
-	MOVQ          DI, BX
-	ADDQ          R8, BX
-	VPMOVQB       Z4, (BX)
-	VPMOVQB       Z3, 128(BX)
-	VPMOVQB       Z0, 256(BX)
+	JEQ           bits8
+	// 4-bit: even values (the low dword of each qword) to the low-nibble half,
+	// odd ones 64 bytes on; values 0-7 to this chunk, 8-15 to the next
+	VPMOVQB       Z4, X5
+	VMOVD         X5, (R8)
+	VPEXTRD       $1, X5, 384(R8)
+	VPMOVQB       Z3, X5
+	VMOVD         X5, 128(R8)
+	VPEXTRD       $1, X5, 512(R8)
+	VPMOVQB       Z1, X5
+	VMOVD         X5, 256(R8)
+	VPEXTRD       $1, X5, 640(R8)
 	VPSRLQ        $32, Z4, Z4
 	VPSRLQ        $32, Z3, Z3
-	VPSRLQ        $32, Z0, Z0
-	VPMOVQB       Z4, 64(BX)
-	VPMOVQB       Z3, 192(BX)
-	VPMOVQB       Z0, 320(BX)
-	ADDQ          $8, R8
+	VPSRLQ        $32, Z1, Z1
+	VPMOVQB       Z4, X5
+	VMOVD         X5, 64(R8)
+	VPEXTRD       $1, X5, 448(R8)
+	VPMOVQB       Z3, X5
+	VMOVD         X5, 192(R8)
+	VPEXTRD       $1, X5, 576(R8)
+	VPMOVQB       Z1, X5
+	VMOVD         X5, 320(R8)
+	VPEXTRD       $1, X5, 704(R8)
 	JMP           next
 
-inorder:
-	MOVQ    DI, BX
-	ADDQ    R8, BX
-	VPMOVDB Z4, (BX)
-	VPMOVDB Z3, 64(BX)
-	VPMOVDB Z0, 128(BX)
-	ADDQ    $16, R8
+bits8:
+	// 8-bit: values 4i…4i+3 to chunk i of four
+	VPMOVDB Z4, X5
+	VMOVD   X5, (R8)
+	VPEXTRD $1, X5, 192(R8)
+	VPEXTRD $2, X5, 384(R8)
+	VPEXTRD $3, X5, 576(R8)
+	VPMOVDB Z3, X5
+	VMOVD   X5, 64(R8)
+	VPEXTRD $1, X5, 256(R8)
+	VPEXTRD $2, X5, 448(R8)
+	VPEXTRD $3, X5, 640(R8)
+	VPMOVDB Z1, X5
+	VMOVD   X5, 128(R8)
+	VPEXTRD $1, X5, 320(R8)
+	VPEXTRD $2, X5, 512(R8)
+	VPEXTRD $3, X5, 704(R8)
 
 next:
 	ADDQ $64, SI
-	DECQ R11
-	JNZ  samechunk
-	// next chunk: 3·C bytes of planes
-	MOVQ C+32(FP), AX
-	LEAQ (AX)(AX*2), AX
-	ADDQ AX, DI
-	XORQ R8, R8
-	MOVQ C+32(FP), R11
-	SHRQ $4, R11
-
-samechunk:
+	ADDQ $768, R8
 	DECQ R10
 	JNZ  block
 
@@ -146,6 +167,7 @@ samechunk:
 	VPADDQ        X12, X11, X11
 	VMOVQ         X11, (R13)
 	ADDQ          $8, R13
+	INCQ          R11
 	DECQ          R9
 	JNZ           group
 	VZEROUPPER

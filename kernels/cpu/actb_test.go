@@ -4,40 +4,58 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
-// TestQuantGroupB checks the byte planes: every value's three bytes rebuild
-// round(x/dx), within ±bMaxT, at the place xbIndex names.
+// TestQuantGroupB checks the byte planes in both orders: every value's three
+// bytes rebuild round(x/dx), within ±bMaxT, at the place actB.at names, no two
+// values share a place, and the rest (the last stripe's lanes past its groups)
+// is zero, over planes that held other bytes before.
 func TestQuantGroupB(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
 	for _, bits := range []int{4, 8} {
-		C := bChunk(bits)
-		K := 3 * C
-		x := randVec(r, K)
-		x[7] = 0.5 * float32(1e3/bMaxT) // near half a step: Go and asm must round alike
-		x[5] = -1e3                     // the row's amax: t = −bMaxT exactly
-		var a actB
-		a.quantize(nil, x, 1, K, 32, bits)
-		dx := float64(a.dq[0])
-		// the group sums against the Go loop (the assembly's, when it ran)
-		goxb := make([]int8, 3*K)
-		for g := range K / 32 {
-			s, ts := quantGroupB(goxb, x, 32*g, 32*(g+1), C, 1/dx)
-			if ts != a.tsum[g] || math.Abs(s-a.sums[g]) > 1e-12*math.Abs(s)+1e-30 {
-				t.Fatalf("q%d: group %d: Σx %g Σt %d, Go %g %d", bits, g, a.sums[g], a.tsum[g], s, ts)
-			}
-		}
-		for i := range goxb {
-			if goxb[i] != a.xb[i] {
-				t.Fatalf("q%d: plane byte %d = %d, Go %d", bits, i, a.xb[i], goxb[i])
-			}
-		}
-		for k := range K {
-			j := k/C*3*C + xbIndex(k%C, C)
-			tk := int64(a.xb[j])<<16 + int64(a.xb[j+C])<<8 + int64(a.xb[j+2*C])
-			if want := math.RoundToEven(float64(x[k]) / dx); float64(tk) != want || math.Abs(want) > bMaxT {
-				t.Fatalf("q%d: value %d: t = %d, want %g", bits, k, tk, want)
+		for _, gs := range []int{32, 64, 128} {
+			for _, striped := range []bool{false, true} {
+				C := bChunk(bits)
+				K := 19 * max(C, gs) // stripes: 1…4 whole ones and one of 3…12 groups
+				name := fmt.Sprintf("q%d/gs=%d/striped=%v", bits, gs, striped)
+				x := randVec(r, K)
+				x[7] = 0.5 * float32(1e3/bMaxT) // near half a step: Go and asm must round alike
+				x[5] = -1e3                     // the row's amax: t = −bMaxT exactly
+				a := actB{xb: make([]int8, 4*K)}
+				for i := range a.xb {
+					a.xb[i] = 85
+				}
+				a.quantize(nil, x, 1, K, gs, bits, striped)
+				dx := float64(a.dq[0])
+				// the group sums and planes against the Go loop (the assembly's, when it ran)
+				goxb := make([]int8, a.rowBytes())
+				for g := range K / gs {
+					s, ts := a.quantGroup(goxb, x, gs*g, gs*(g+1), 1/dx)
+					if ts != a.tsum[g] || math.Abs(s-a.sums[g]) > 1e-12*math.Abs(s)+1e-30 {
+						t.Fatalf("%s: group %d: Σx %g Σt %d, Go %g %d", name, g, a.sums[g], a.tsum[g], s, ts)
+					}
+				}
+				used := make([]bool, a.rowBytes())
+				for k := range K {
+					j := a.at(k)
+					for _, p := range []int{j, j + C, j + 2*C} {
+						if used[p] {
+							t.Fatalf("%s: value %d: place %d taken", name, k, p)
+						}
+						used[p] = true
+					}
+					tk := int64(a.xb[j])<<16 + int64(a.xb[j+C])<<8 + int64(a.xb[j+2*C])
+					if want := math.RoundToEven(float64(x[k]) / dx); float64(tk) != want || math.Abs(want) > bMaxT {
+						t.Fatalf("%s: value %d: t = %d, want %g", name, k, tk, want)
+					}
+				}
+				for i := range goxb {
+					if goxb[i] != a.xb[i] || !used[i] && a.xb[i] != 0 {
+						t.Fatalf("%s: plane byte %d = %d, Go %d", name, i, a.xb[i], goxb[i])
+					}
+				}
 			}
 		}
 	}
@@ -75,17 +93,26 @@ func checkMatVecB(t *testing.T) {
 				x := randVec(r, 2*K)
 				x[K+7] *= 50 // an outlier sets the second token's scale
 				want, mag, qb := ref(w, x, 2)
-				var a actB
-				a.quantize(nil, x, 2, K, gs, bits)
+				var a, as actB // in row order and striped
+				a.quantize(nil, x, 2, K, gs, bits, false)
+				as.quantize(nil, x, 2, K, gs, bits, true)
 				t.Run(name, func(t *testing.T) {
 					for l := range 2 {
-						goRef := make([]float32, s.N)
+						goRef, goS := make([]float32, s.N), make([]float32, s.N)
 						qMatVecBGo(goRef, w.Q, K, 0, &a, l)
 						checkRef(t, goRef, want[l*s.N:], mag[l*s.N:], qb[l*s.N:], 1/(2*bMaxT))
+						qMatVecBGo(goS, w.Q, K, 0, &as, l)
+						if !slices.Equal(goS, goRef) {
+							t.Fatalf("token %d: the Go reference differs on striped planes", l)
+						}
 						for _, ks := range sets {
+							a := &a
+							if ks.blocked {
+								a = &as
+							}
 							got := make([]float32, s.N+1)
 							got[s.N] = 42 // the kernel must not write past its rows
-							ks.qMatVecB(got[:s.N], forKernels(ks, w).Q, K, 0, &a, l)
+							ks.qMatVecB(got[:s.N], forKernels(ks, w).Q, K, 0, a, l)
 							if got[s.N] != 42 {
 								t.Fatalf("%s: wrote past the last row", ks.name)
 							}

@@ -40,14 +40,15 @@ func withMeta(w *Weight, kind uint8) *Weight {
 var metaNames = [...]string{metaF32: "f32", metaBF16: "bf16", metaF16: "f16"}
 
 // TestBlocked moves weights to the blocked layout and back, at four-row block
-// edges (N mod 4 = 0…3) and every chunk and group shape, and reads rows of it
-// as DequantRow does.
+// edges (N mod 4 = 0…3), every chunk and group shape and stripes whole and
+// not, and reads rows of it as DequantRow does.
 func TestBlocked(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
 	for _, bits := range []int{4, 8} {
 		for _, gs := range []int{32, 64, 128} {
-			for _, N := range []int{1, 3, 4, 6, 9, 12, 15} {
-				K := 2 * max(gs, bChunk(bits))
+			for i, N := range []int{1, 3, 4, 6, 9, 12, 15} {
+				// one stripe of a few groups, or 1…4 whole ones and one of 2…12 groups
+				K := (2 + 16*(i%2)) * max(gs, bChunk(bits))
 				kind := uint8(N % 3)
 				w := withMeta(randWeight(r, FormatQ, N, K, bits, gs), kind)
 				b := forKernels(&kernelSet{blocked: true}, w)

@@ -75,16 +75,20 @@ func qMatVecAVX2(dst []float32, q *QMatrix, K, n0 int, a *actQ, l int) {
 	f(&dst[0], n, &w[0], words*4, &s[0], &b[0], G, &xq[0], &dq[0], &sx[0], &cr[0], bpg, &tailMask[8-G%8])
 }
 
-// qMatVecBAsm runs the byte-dot kernels (see actB) on a blocked q.
+// qMatVecBAsm runs the byte-dot kernels (see actB) on a blocked q and striped
+// planes.
 func qMatVecBAsm(dst []float32, q *QMatrix, K, n0 int, a *actB, l int) {
 	n := len(dst)
 	if n == 0 {
 		return
 	}
+	if !a.striped {
+		panic("cpu: byte-dot kernels: activations not in the blocked layout's order")
+	}
 	G, S1 := a.G, blockRowBytes(q, K)
 	q.checkBlocked(n0, n, S1)
 	w := q.Blocked[n0*S1 : (n0+n)*S1]
-	xb := a.xb[3*l*K : 3*(l+1)*K]
+	xb := a.xb[l*a.rowBytes() : (l+1)*a.rowBytes()]
 	sx, cr := a.sx[l*G:(l+1)*G], a.cr[l*G:(l+1)*G]
 	v := 2 // kernel variant: 4-bit GFNI, 4-bit shifts, 8-bit
 	switch {
@@ -93,10 +97,15 @@ func qMatVecBAsm(dst []float32, q *QMatrix, K, n0 int, a *actB, l int) {
 	case q.Bits == 4:
 		v = 1
 	}
+	S := (G + 15) / 16 // stripes
 	f := qMatVecBKernels[q.meta][v]
-	f(&dst[0], n, &w[0], S1, G, &xb[0], K/a.C, &a.soff[0], &a.idx[0], a.kmsk,
-		&a.dq[l], &sx[0], &cr[0], 1<<(G%16)-1)
+	f(&dst[0], n, &w[0], K*q.Bits/8, G, &xb[0], q.wordsPerGroup(), S, 1<<(G-16*(S-1))-1,
+		max(4*S1, pfMin), &a.dq[l], &sx[0], &cr[0], 1<<(G%16)-1)
 }
+
+// pfMin is the least distance in bytes the four-row byte-dot kernels prefetch
+// ahead (see dotb_amd64.s).
+const pfMin = 18432
 
 // fMatVecAVX2 runs the f32/f16/bf16 mat-vec kernels; K not a multiple of 8 takes
 // the Go loop.
@@ -230,38 +239,38 @@ func sumBytesAsm(b []byte) (uint64, bool) {
 
 // qMatVecBKernels are the byte-dot kernels by type of scales (metaF32,
 // metaBF16, metaF16) and variant.
-var qMatVecBKernels = [3][3]func(dst *float32, n int, w *byte, rstride, G int, xb *int8, nchunk int, soff, idx *int32, kmsk uint64, dq, sx, cr *float32, tmsk uint64){
+var qMatVecBKernels = [3][3]func(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64){
 	{qMatVecB4, qMatVecB4S, qMatVecB8},
 	{qMatVecB4BF, qMatVecB4SBF, qMatVecB8BF},
 	{qMatVecB4H, qMatVecB4SH, qMatVecB8H},
 }
 
 //go:noescape
-func qMatVecB4(dst *float32, n int, w *byte, rstride, G int, xb *int8, nchunk int, soff, idx *int32, kmsk uint64, dq, sx, cr *float32, tmsk uint64)
+func qMatVecB4(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
 
 //go:noescape
-func qMatVecB4S(dst *float32, n int, w *byte, rstride, G int, xb *int8, nchunk int, soff, idx *int32, kmsk uint64, dq, sx, cr *float32, tmsk uint64)
+func qMatVecB4S(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
 
 //go:noescape
-func qMatVecB8(dst *float32, n int, w *byte, rstride, G int, xb *int8, nchunk int, soff, idx *int32, kmsk uint64, dq, sx, cr *float32, tmsk uint64)
+func qMatVecB8(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
 
 //go:noescape
-func qMatVecB4BF(dst *float32, n int, w *byte, rstride, G int, xb *int8, nchunk int, soff, idx *int32, kmsk uint64, dq, sx, cr *float32, tmsk uint64)
+func qMatVecB4BF(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
 
 //go:noescape
-func qMatVecB4SBF(dst *float32, n int, w *byte, rstride, G int, xb *int8, nchunk int, soff, idx *int32, kmsk uint64, dq, sx, cr *float32, tmsk uint64)
+func qMatVecB4SBF(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
 
 //go:noescape
-func qMatVecB8BF(dst *float32, n int, w *byte, rstride, G int, xb *int8, nchunk int, soff, idx *int32, kmsk uint64, dq, sx, cr *float32, tmsk uint64)
+func qMatVecB8BF(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
 
 //go:noescape
-func qMatVecB4H(dst *float32, n int, w *byte, rstride, G int, xb *int8, nchunk int, soff, idx *int32, kmsk uint64, dq, sx, cr *float32, tmsk uint64)
+func qMatVecB4H(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
 
 //go:noescape
-func qMatVecB4SH(dst *float32, n int, w *byte, rstride, G int, xb *int8, nchunk int, soff, idx *int32, kmsk uint64, dq, sx, cr *float32, tmsk uint64)
+func qMatVecB4SH(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
 
 //go:noescape
-func qMatVecB8H(dst *float32, n int, w *byte, rstride, G int, xb *int8, nchunk int, soff, idx *int32, kmsk uint64, dq, sx, cr *float32, tmsk uint64)
+func qMatVecB8H(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
 
 //go:noescape
 func dequantPanel4(p *float32, w *uint32, s, b *float32, groups, wpg int, woff, soff *int32)
@@ -313,14 +322,15 @@ func absMaxBitsAsm(x []float32) (uint32, bool) {
 	return absMaxBits(&x[0], len(x)), true
 }
 
-// quantRowBAsm is actB's quantization of one row when the CPU has AVX-512:
-// xb (3·len(x)) gets the planes, sums and tsum (one per group of gs) Σx and Σt.
-func quantRowBAsm(xb []int8, x []float32, gs, C int, id float64, sums []float64, tsum []int64) bool {
+// quantRowBAsm is actB's quantization of one row in striped order when the CPU
+// has AVX-512: xb gets the planes (its last stripe's lanes past the groups
+// left as they are), sums and tsum (one per group of gs) Σx and Σt.
+func quantRowBAsm(xb []int8, x []float32, gs, C int, striped bool, id float64, sums []float64, tsum []int64) bool {
 	G := len(x) / gs
-	if !hasAVX512 || G == 0 || gs%32 != 0 || len(x)%C != 0 {
+	if !hasAVX512 || !striped || G == 0 || gs%32 != 0 || len(x) != G*gs {
 		return false
 	}
-	_, _, _ = xb[3*len(x)-1], sums[G-1], tsum[G-1]
+	_, _, _ = xb[(G+15)/16*48*gs-1], sums[G-1], tsum[G-1]
 	quantRowB(&xb[0], &x[0], G, gs, C, id, &sums[0], &tsum[0])
 	return true
 }

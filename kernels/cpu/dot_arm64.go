@@ -33,13 +33,11 @@ func qMatVecBNEONS(dst []float32, q *QMatrix, K, n0 int, a *actB, l int) {
 
 // qMatVecBArm runs the byte-dot kernels (SDOT if dp) four rows at a time; a
 // call of fewer than four rows runs each row as a block of four copies.
-// Groups over 1024 codes (beyond the kernels' exact int32 sums) take the Go
-// loop.
 func qMatVecBArm(dst []float32, q *QMatrix, K, n0 int, a *actB, l int, dp bool) {
 	n := len(dst)
 	switch {
 	case n == 0:
-	case K == 0 || q.GroupSize > 1024 || !bFits(q, K) || a.C != bChunk(q.Bits) || a.K != K:
+	case K == 0 || !bFits(q, K) || a.C != bChunk(q.Bits) || a.K != K || a.striped:
 		qMatVecBGo(dst, q, K, n0, a, l)
 	case n >= 4:
 		qMatVecBRows(dst, q, K, n0, a, l, false, dp)
@@ -63,7 +61,7 @@ func qMatVecBRows(dst []float32, q *QMatrix, K, n0 int, a *actB, l int, rep, dp 
 	}
 	w := q.W[n0*words : (n0+rows)*words]
 	s, b := q.Scales[n0*G:(n0+rows)*G], q.Biases[n0*G:(n0+rows)*G]
-	xb := a.xb[3*l*K : 3*(l+1)*K]
+	xb := a.xb[l*a.rowBytes() : (l+1)*a.rowBytes()]
 	sx, cr, ts := a.sx[l*G:(l+1)*G], a.cr[l*G:(l+1)*G], a.tsum[l*G:(l+1)*G]
 	nc, lpg4, lpg8 := K/a.C, q.GroupSize/32, q.GroupSize/16
 	// direct calls: through a func value dst would escape
@@ -262,6 +260,6 @@ func sumBytesAsm(b []byte) (uint64, bool) { return 0, false }
 
 func absMaxBitsAsm(x []float32) (uint32, bool) { return 0, false }
 
-func quantRowBAsm(xb []int8, x []float32, gs, C int, id float64, sums []float64, tsum []int64) bool {
+func quantRowBAsm(xb []int8, x []float32, gs, C int, striped bool, id float64, sums []float64, tsum []int64) bool {
 	return false
 }

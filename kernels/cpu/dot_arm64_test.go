@@ -49,7 +49,7 @@ func checkMatVecBRows(t *testing.T, f func(dst []float32, q *QMatrix, K, n0 int,
 			w := randWeight(r, FormatQ, N, K, bits, gs)
 			x := randVec(r, K)
 			var a actB
-			a.quantize(nil, x, 1, K, gs, bits)
+			a.quantize(nil, x, 1, K, gs, bits, false)
 			want := make([]float32, N)
 			qMatVecBGo(want, w.Q, K, 0, &a, 0)
 			for n0 := range N {
@@ -116,7 +116,7 @@ func checkMatVecBExtremes(t *testing.T, f func(dst []float32, q *QMatrix, K, n0 
 			mag += (float64(int(1)<<c.bits-1) + 0.5) * math.Abs(float64(x[i]))
 		}
 		var a actB
-		a.quantize(nil, x, 1, K, gs, c.bits)
+		a.quantize(nil, x, 1, K, gs, c.bits, false)
 		want := make([]float32, N)
 		qMatVecBGo(want, q, K, 0, &a, 0)
 		got := make([]float32, N)
@@ -168,7 +168,7 @@ func TestNEONSmallCallAllocs(t *testing.T) {
 	wf := randWeight(r, FormatF16, 3, K, 0, 0)
 	x := randVec(r, K)
 	var a actB
-	a.quantize(nil, x, 1, K, 64, 4)
+	a.quantize(nil, x, 1, K, 64, 4, false)
 	dst := make([]float32, 3)
 	if n := testing.AllocsPerRun(10, func() { fMatVecNEON(dst, wf, 0, x) }); n != 0 {
 		t.Errorf("fMatVecNEON: %v allocs", n)

@@ -4,36 +4,38 @@
 
 // Byte-dot mat-vec kernels (AVX-512 VNNI): rows of 4/8-bit codes against
 // activations as three signed-byte planes, t = hi·2¹⁶ + mid·2⁸ + lo (actB in
-// actb.go, which also has the Go reference, qMatVecBGo). One 512-bit load of a
-// row's codes is a chunk: 64 bytes, 128 4-bit or 64 8-bit codes. VPDPBUSD
-// multiplies the codes (unsigned) with a plane (signed) and sums each lane's four
-// products into an int32 lane; per chunk and row
+// actb.go, which also has the Go reference, qMatVecBGo). The rows are in the
+// blocked layout (blocked.go): one 512-bit load of a row's codes is a chunk,
+// whose sixteen lanes hold one word of each of a stripe's sixteen groups (the
+// last stripe may have fewer: its loads are masked). VPDPBUSD multiplies the
+// codes (unsigned) with a plane (signed) and sums each lane's products into an
+// int32 lane, one sum per plane: over a stripe's chunks each lane gathers its
+// group's Σq·hi, Σq·mid and Σq·lo (|Σ| < 2²³ for groups up to 256), and then,
+// per stripe and row,
 //
-//	4-bit: A = ((Σ·hi)·2⁸ + Σ·mid)·2⁸ + Σ·lo      (|A| < 1.01·2³⁰: exact)
-//	8-bit: A = float((Σ·hi)·2⁸ + Σ·mid)·2⁸ + float(Σ·lo)
+//	A = float((Σq·hi)·2⁸ + Σq·mid)·2⁸ + float(Σq·lo),   F += A · S
 //
-// and the row sum F (16 float lanes) += float(A) · S, where S is the scale of
-// each lane's group: the chunk's scales (a masked load of at most 16, starting at
-// soff[chunk] bytes into the row's scales) permuted by idx. The rows are in the
-// blocked layout (blocked.go): four-row blocks, their chunks interleaved so the
-// four rows share each load of the planes, then one-row blocks. Each row ends
-// with F·dx plus the bias pass, Σ_g bias_g·sx_g + scale_g·cr_g, sixteen groups
-// per step and a masked step for the rest, and a horizontal sum.
+// with S the stripe's sixteen scales in order and F the row's sixteen float
+// lanes. The four rows of a block share each load of the planes. Each row
+// ends with F·dx plus the bias pass, Σ_g bias_g·sx_g + scale_g·cr_g, sixteen
+// groups per step and a masked step for the rest, and a horizontal sum.
 //
-// Registers: DI dst, CX rows left, SI the block, R8 bytes per row of the layout
-// (S1), R9/R10 the row's scales/biases (in the block, past its codes), R11 G·4,
-// R15 3·R11; in the chunk loop AX codes, BX planes, R12 chunks left, R13 soff,
-// R14 the prefetch distance, DX scale address. Z0-Z5 planes, Z6 0x0f bytes (4-bit) or 256.0 (8-bit), Z7
-// idx, Z8-Z11 row sums, K1 scale lanes, K2 tail groups.
+// Registers: DI dst, CX rows left, SI the block, R9 the stripe's scales (then
+// the row's, in FINISH), R10 the block's biases, R11 G·m (a row's scales or
+// biases), R15 3·R11; in the stripe loop R8 the bytes of one row's chunk (64, or
+// 4 per group in the last stripe), R13 stripes left, AX codes, BX planes, R12
+// chunks left, R14 the prefetch distance, DX addresses. Z0-Z5 planes, Z6 0x0f
+// bytes (4-bit), Z24 the GF(2) shift matrix (4-bit), Z29 256.0, Z8-Z11 row
+// sums F, Z12-Z23 the int sums (three per row), Z25-Z28 scratch, Z30 the
+// scales, Z31 PACE's, K1 the stripe's lanes, K2 tail groups of the bias pass.
 
-// A four-row block prefetches the codes one block ahead (4·S1 bytes), but at
-// least PFMIN bytes ahead; it also prefetches the scales and biases that far
-// ahead (left to the hardware prefetcher, their misses cost 10–15 % of decode
+// A four-row block prefetches the codes pf bytes ahead (the caller's pfMin, at
+// least one block: 4·S1), and the next block's scales and biases as it starts
+// (left to the hardware prefetcher, their misses cost 10–15 % of decode
 // speed). PFB is how far ahead a single row prefetches. Measured on Zen 4 over
 // K = 2048…16384: a fixed two blocks ahead costs 5–8 % at K ≥ 8192, a fixed
 // 9 KB as much at K ≥ 14336; with the VM's bandwidth at ~50 GB/s instead of
 // ~32, a 9 KB minimum held q8 mat-vecs at 38 GB/s and 18 KB let them reach 43.
-#define PFMIN 18432
 #define PFB 8192
 #define PF(a) PREFETCHT1 a
 
@@ -44,55 +46,72 @@ GLOBL bhi4<>(SB), RODATA|NOPTR, $8
 DATA b256<>+0(SB)/4, $0x43800000
 GLOBL b256<>(SB), RODATA|NOPTR, $4
 
-// ROW4 adds one chunk of a 4-bit row (codes at caddr, chunk scales at saddr) to
-// F; C, H, A0, S are scratch (A1, A2 unused). The low nibbles stay in C, the
-// high ones go to H by a GF(2) affine map (GFNI: x >> 4 per byte); ROW4S, for
-// CPUs without GFNI, shifts and masks instead.
-#define ROW4(caddr, saddr, F, C, H, A0, A1, A2, S) \
-	VMOVDQU64      caddr, C; \
+// ROW4 adds one chunk of a 4-bit row (codes at caddr) to its sums AH, AM, AL;
+// C and H are scratch. The low nibbles stay in C, the high ones go to H by a
+// GF(2) affine map (GFNI: x >> 4 per byte); ROW4S, for CPUs without GFNI,
+// shifts and masks instead.
+#define ROW4(caddr, C, H, AH, AM, AL) \
+	VMOVDQU32.Z    caddr, K1, C; \
 	VGF2P8AFFINEQB $0, Z24, C, H; \
 	VPANDD         Z6, C, C; \
-	DOT4(saddr, F, C, H, A0, S)
+	DOT4(C, H, AH, AM, AL)
 
-#define ROW4S(caddr, saddr, F, C, H, A0, A1, A2, S) \
-	VMOVDQU64 caddr, C; \
-	VPSRLW    $4, C, H; \
-	VPANDD    Z6, C, C; \
-	VPANDD    Z6, H, H; \
-	DOT4(saddr, F, C, H, A0, S)
+#define ROW4S(caddr, C, H, AH, AM, AL) \
+	VMOVDQU32.Z caddr, K1, C; \
+	VPSRLW      $4, C, H; \
+	VPANDD      Z6, C, C; \
+	VPANDD      Z6, H, H; \
+	DOT4(C, H, AH, AM, AL)
 
-// DOT4 is the rest of ROW4: A0 = ((Σ·hi)·2⁸ + Σ·mid)·2⁸ + Σ·lo, each VPDPBUSD
-// accumulating onto the shifted sum, then F += float(A0)·scales.
-#define DOT4(saddr, F, C, H, A0, S) \
-	VPXORD      A0, A0, A0; \
-	VPDPBUSD    Z0, C, A0; \
-	VPDPBUSD    Z1, H, A0; \
-	VPSLLD      $8, A0, A0; \
-	VPDPBUSD    Z2, C, A0; \
-	VPDPBUSD    Z3, H, A0; \
-	VPSLLD      $8, A0, A0; \
-	VPDPBUSD    Z4, C, A0; \
-	VPDPBUSD    Z5, H, A0; \
-	VCVTDQ2PS   A0, A0; \
+#define DOT4(C, H, AH, AM, AL) \
+	PACE(C, H); \
+	VPDPBUSD Z0, C, AH; \
+	VPDPBUSD Z1, H, AH; \
+	VPDPBUSD Z2, C, AM; \
+	VPDPBUSD Z3, H, AM; \
+	VPDPBUSD Z4, C, AL; \
+	VPDPBUSD Z5, H, AL
+
+// ROW8 adds one chunk of an 8-bit row to its sums, as ROW4 (H unused).
+#define ROW8(caddr, C, H, AH, AM, AL) \
+	VMOVDQU32.Z caddr, K1, C; \
+	PACE(C, C); \
+	VPDPBUSD    Z0, C, AH; \
+	VPDPBUSD    Z1, C, AM; \
+	VPDPBUSD    Z2, C, AL
+
+// PACE chains two dots of the loaded codes into Z31, which nothing reads: one
+// chain through every row's loads, so while a load waits on memory the ops
+// queued behind it stop the loop from issuing many more loads ahead of it.
+// Measured on Zen 4 (this VM, decode-step mat-vecs over DRAM, seven
+// interleaved runs): without it these kernels, 1.3–1.6× faster than the
+// per-chunk-scale ones before them with the weights in L2, streamed DRAM 5–25 %
+// slower (q8 most); with it q8 decode matrices read 0.92 of the probe's
+// bandwidth (median) where the loop without PACE read 0.75, q4 0.92 where it
+// read 0.82. It costs ~20 % with the weights in L2.
+#define PACE(C, H) \
+	VPDPBUSD Z0, C, Z31; \
+	VPDPBUSD Z1, H, Z31
+
+// FLUSH adds a row's stripe, sums AH, AM, AL (which it clears), to F with the
+// stripe's scales at saddr; S is scratch.
+#define FLUSH(saddr, F, AH, AM, AL, S) \
+	VPSLLD      $8, AH, AH; \
+	VPADDD      AM, AH, AH; \
+	VCVTDQ2PS   AH, AH; \
+	VCVTDQ2PS   AL, AL; \
+	VFMADD231PS Z29, AH, AL; \
 	SLOAD(saddr, S); \
-	VPERMPS     S, Z7, S; \
-	VFMADD231PS S, A0, F
+	VFMADD231PS S, AL, F; \
+	VPXORD      AH, AH, AH; \
+	VPXORD      AM, AM, AM; \
+	VPXORD      AL, AL, AL
 
-// ROW8 adds one chunk of an 8-bit row to F, as ROW4 (H unused).
-#define ROW8(caddr, saddr, F, C, H, A0, A1, A2, S) \
-	VMOVDQU64   caddr, C; \
-	VPXORD      A0, A0, A0; \
-	VPXORD      A2, A2, A2; \
-	VPDPBUSD    Z0, C, A0; \
-	VPDPBUSD    Z2, C, A2; \
-	VPSLLD      $8, A0, A0; \
-	VPDPBUSD    Z1, C, A0; \
-	VCVTDQ2PS   A0, A0; \
-	VCVTDQ2PS   A2, A2; \
-	VFMADD231PS Z6, A0, A2; \
-	SLOAD(saddr, S); \
-	VPERMPS     S, Z7, S; \
-	VFMADD231PS S, A2, F
+// ZERO clears the int sums.
+#define ZERO(A, B, C) \
+	VPXORD A, A, A; \
+	VPXORD B, B, B; \
+	VPXORD C, C, C
 
 // FINISH stores row sum F (FY, FX its lower halves; its row's scales and biases
 // at R9/R10) to (DI) and steps DI, R9, R10 to the next row. LOOP and TAIL are
@@ -152,22 +171,30 @@ TAIL: \
 	VMOVDQU64 64(BX), Z1; \
 	VMOVDQU64 128(BX), Z2
 
+// LASTSTRIPE(L) sets R8 and K1 for the last stripe when R13 says it is next
+// (L is a label).
+#define LASTSTRIPE(L) \
+	CMPQ    R13, $1; \
+	JNE     L; \
+	MOVQ    smsk+64(FP), DX; \
+	KMOVQ   DX, K1; \
+	POPCNTQ DX, R8; \
+	SHLQ    $2, R8; \
+L:
+
 // BODY is a whole kernel for row macro ROW, plane loads LOADX and XSTEP plane
 // bytes per chunk, over rows in the blocked layout (blocked.go): four-row
-// blocks while four rows are left, then one-row blocks. R9 and R10 point at
-// the block's scales and biases, which end where the next block starts.
+// blocks while four rows are left, then one-row blocks. Each block runs its
+// stripes, then FINISH per row.
 #define BODY(ROW, LOADX, XSTEP) \
-	MOVQ      idx+64(FP), AX; \
-	VMOVDQU32 (AX), Z7; \
-	KMOVQ     kmsk+72(FP), K1; \
-	KMOVQ     tmsk+104(FP), K2; \
-	MOVQ      dst+0(FP), DI; \
-	MOVQ      n+8(FP), CX; \
-	MOVQ      w+16(FP), SI; \
-	MOVQ      rstride+24(FP), R8; \
-	MOVQ      G+32(FP), R11; \
-	SHLQ      $MSHIFT, R11; \
-	LEAQ      (R11)(R11*2), R15; \
+	KMOVQ        tmsk+104(FP), K2; \
+	VBROADCASTSS b256<>(SB), Z29; \
+	MOVQ         dst+0(FP), DI; \
+	MOVQ         n+8(FP), CX; \
+	MOVQ         w+16(FP), SI; \
+	MOVQ         G+32(FP), R11; \
+	SHLQ         $MSHIFT, R11; \
+	LEAQ         (R11)(R11*2), R15; \
 block4: \
 	CMPQ      CX, $4; \
 	JLT       single; \
@@ -175,15 +202,15 @@ block4: \
 	VPXORD    Z9, Z9, Z9; \
 	VPXORD    Z10, Z10, Z10; \
 	VPXORD    Z11, Z11, Z11; \
-	MOVQ      nchunk+48(FP), R9; \
-	SHLQ      $8, R9; \
+	ZERO(Z12, Z13, Z14); \
+	ZERO(Z15, Z16, Z17); \
+	ZERO(Z18, Z19, Z20); \
+	ZERO(Z21, Z22, Z23); \
+	MOVQ      rb+24(FP), R9; \
+	SHLQ      $2, R9; \
 	ADDQ      SI, R9; \
 	LEAQ      (R9)(R11*4), R10; \
-	MOVQ      R8, R14; \
-	SHLQ      $2, R14; \
-	MOVQ      $PFMIN, DX; \
-	CMPQ      R14, DX; \
-	CMOVQLT   DX, R14; \
+	MOVQ      pf+72(FP), R14; \
 	LEAQ      (R9)(R14*1), DX; \
 	MOVQ      R11, R12; \
 	SHRQ      $3, R12; \
@@ -194,8 +221,12 @@ pfsb: \
 	JG        pfsb; \
 	MOVQ      SI, AX; \
 	MOVQ      xb+40(FP), BX; \
-	MOVQ      soff+56(FP), R13; \
-	MOVQ      nchunk+48(FP), R12; \
+	MOVQ      S+56(FP), R13; \
+	KXNORW    K1, K1, K1; \
+	MOVQ      $64, R8; \
+stripe4: \
+	LASTSTRIPE(full4); \
+	MOVQ      wpg+48(FP), R12; \
 chunk4: \
 	LOADX; \
 	LEAQ      (AX)(R14*1), DX; \
@@ -203,18 +234,26 @@ chunk4: \
 	PF(64(DX)); \
 	PF(128(DX)); \
 	PF(192(DX)); \
-	MOVLQSX   (R13), DX; \
-	SOFF(DX); \
-	ADDQ      R9, DX; \
-	ROW((AX), (DX), Z8, Z12, Z13, Z14, Z15, Z16, Z17); \
-	ROW(64(AX), (DX)(R11*1), Z9, Z18, Z19, Z20, Z21, Z22, Z23); \
-	ROW(128(AX), (DX)(R11*2), Z10, Z12, Z13, Z14, Z15, Z16, Z17); \
-	ROW(192(AX), (DX)(R15*1), Z11, Z18, Z19, Z20, Z21, Z22, Z23); \
-	ADDQ      $256, AX; \
+	LEAQ      (AX)(R8*2), DX; \
+	ROW((AX), Z25, Z26, Z12, Z13, Z14); \
+	ROW((AX)(R8*1), Z27, Z28, Z15, Z16, Z17); \
+	ROW((DX), Z25, Z26, Z18, Z19, Z20); \
+	ROW((DX)(R8*1), Z27, Z28, Z21, Z22, Z23); \
+	LEAQ      (AX)(R8*4), AX; \
 	ADDQ      $XSTEP, BX; \
-	ADDQ      $4, R13; \
 	DECQ      R12; \
 	JNZ       chunk4; \
+	FLUSH((R9), Z8, Z12, Z13, Z14, Z30); \
+	FLUSH((R9)(R11*1), Z9, Z15, Z16, Z17, Z30); \
+	FLUSH((R9)(R11*2), Z10, Z18, Z19, Z20, Z30); \
+	FLUSH((R9)(R15*1), Z11, Z21, Z22, Z23, Z30); \
+	ADDQ      $MSTEP, R9; \
+	DECQ      R13; \
+	JNZ       stripe4; \
+	MOVQ      R11, DX; \
+	SHLQ      $2, DX; \
+	MOVQ      R10, R9; \
+	SUBQ      DX, R9; \
 	FINISH(Z8, Y8, X8, fin0, tail0); \
 	FINISH(Z9, Y9, X9, fin1, tail1); \
 	FINISH(Z10, Y10, X10, fin2, tail2); \
@@ -226,26 +265,32 @@ single: \
 	TESTQ     CX, CX; \
 	JZ        done; \
 	VPXORD    Z8, Z8, Z8; \
-	MOVQ      nchunk+48(FP), R9; \
-	SHLQ      $6, R9; \
+	ZERO(Z12, Z13, Z14); \
+	MOVQ      rb+24(FP), R9; \
 	ADDQ      SI, R9; \
 	LEAQ      (R9)(R11*1), R10; \
 	MOVQ      SI, AX; \
 	MOVQ      xb+40(FP), BX; \
-	MOVQ      soff+56(FP), R13; \
-	MOVQ      nchunk+48(FP), R12; \
+	MOVQ      S+56(FP), R13; \
+	KXNORW    K1, K1, K1; \
+	MOVQ      $64, R8; \
+stripe1: \
+	LASTSTRIPE(full1); \
+	MOVQ      wpg+48(FP), R12; \
 chunk1: \
 	LOADX; \
 	PF(PFB(AX)); \
-	MOVLQSX   (R13), DX; \
-	SOFF(DX); \
-	ADDQ      R9, DX; \
-	ROW((AX), (DX), Z8, Z12, Z13, Z14, Z15, Z16, Z17); \
-	ADDQ      $64, AX; \
+	ROW((AX), Z25, Z26, Z12, Z13, Z14); \
+	ADDQ      R8, AX; \
 	ADDQ      $XSTEP, BX; \
-	ADDQ      $4, R13; \
 	DECQ      R12; \
 	JNZ       chunk1; \
+	FLUSH((R9), Z8, Z12, Z13, Z14, Z30); \
+	ADDQ      $MSTEP, R9; \
+	DECQ      R13; \
+	JNZ       stripe1; \
+	MOVQ      R10, R9; \
+	SUBQ      R11, R9; \
 	FINISH(Z8, Y8, X8, fin4, tail4); \
 	MOVQ      R10, SI; \
 	DECQ      CX; \
@@ -265,22 +310,22 @@ done: \
 	BODY(ROW4S, LOADX4, 384)
 
 #define K8 \
-	VBROADCASTSS b256<>(SB), Z6; \
 	BODY(ROW8, LOADX8, 192)
 
-// The scales and biases: SLOAD loads a chunk's scales as floats (lanes K1),
+// The scales and biases: SLOAD loads a stripe's scales as floats (lanes K1),
 // MLOAD sixteen scales or biases, MLOADT the last ones (lanes K2); MSTEP is the
-// bytes of sixteen, 1<<MSHIFT of one; SOFF turns soff's f32 offset into one.
+// bytes of sixteen, 1<<MSHIFT of one.
 // Each kernel is assembled three times, for f32, bf16 and f16 ones.
 #define SLOAD(a, S) VMOVUPS.Z a, K1, S
 #define MLOAD(a, D) VMOVUPS a, D
 #define MLOADT(a, D) VMOVUPS.Z a, K2, D
 #define MSTEP 64
 #define MSHIFT 2
-#define SOFF(r)
 
-// qMatVecB4(dst *float32, n int, w *byte, rstride, G int, xb *int8, nchunk int,
-//     soff, idx *int32, kmsk uint64, dq, sx, cr *float32, tmsk uint64); B4S
+// qMatVecB4(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int,
+//     smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64): rb code bytes per
+//     row, G groups, wpg chunks per stripe, S stripes, smsk the last stripe's
+//     lanes, pf the prefetch distance, tmsk the bias pass's tail. B4S
 // for CPUs without GFNI, B8 for 8-bit codes.
 TEXT ·qMatVecB4(SB), NOSPLIT, $0-112
 	K4
@@ -296,13 +341,11 @@ TEXT ·qMatVecB8(SB), NOSPLIT, $0-112
 #undef MLOADT
 #undef MSTEP
 #undef MSHIFT
-#undef SOFF
 #define SLOAD(a, S) VPMOVZXWD.Z a, K1, S; VPSLLD $16, S, S
 #define MLOAD(a, D) VPMOVZXWD a, D; VPSLLD $16, D, D
 #define MLOADT(a, D) VPMOVZXWD.Z a, K2, D; VPSLLD $16, D, D
 #define MSTEP 32
 #define MSHIFT 1
-#define SOFF(r) SHRQ $1, r
 
 // The kernels for bf16 scales and biases.
 TEXT ·qMatVecB4BF(SB), NOSPLIT, $0-112

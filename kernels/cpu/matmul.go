@@ -210,7 +210,7 @@ const (
 func (p *Pool) quantize(f actFormat, x []float32, L int, w *Weight) {
 	switch f {
 	case actBytes:
-		p.actb.quantize(p, x, L, w.K, w.Q.GroupSize, w.Q.Bits)
+		p.actb.quantize(p, x, L, w.K, w.Q.GroupSize, w.Q.Bits, w.Q.Blocked != nil)
 	case actInt16:
 		p.act.quantize(p, x, L, w.K, w.Q.GroupSize, w.Q.Bits)
 	case actPanel:
