@@ -127,12 +127,14 @@ func (q *QMatrix) block(N, K int) {
 		blk := out[n0*S1 : (n0+r)*S1]
 		for i := range r {
 			w, _, _ := q.row(n0+i, K)
-			q.stripes(G, func(s, lanes, c int) {
-				o := q.blockedWord(s, c, i, r, G)
-				for j := range lanes {
-					binary.LittleEndian.PutUint32(blk[o+4*j:], w[(s+j)*wpg+c])
+			for g0 := 0; g0 < G; g0 += 16 {
+				for c := range wpg {
+					o := q.blockedWord(g0, c, i, r, G)
+					for j := range min(16, G-g0) {
+						binary.LittleEndian.PutUint32(blk[o+4*j:], w[(g0+j)*wpg+c])
+					}
 				}
-			})
+			}
 		}
 		putMeta(blk[r*rb:], q.Scales[n0*G:(n0+r)*G], q.meta)
 		putMeta(blk[r*rb+r*G*m:], q.Biases[n0*G:(n0+r)*G], q.meta)
@@ -150,16 +152,6 @@ func (q *QMatrix) blockedWord(g, c, i, r, G int) int {
 	wpg, s := q.wordsPerGroup(), g/16
 	lanes := min(16, G-16*s) // the stripe's
 	return r*64*wpg*s + 4*(lanes*(r*c+i)+g%16)
-}
-
-// stripes calls f for each chunk c of each stripe of a row of G groups: the
-// stripe's first group s and its groups, lanes.
-func (q *QMatrix) stripes(G int, f func(s, lanes, c int)) {
-	for s := 0; s < G; s += 16 {
-		for c := range q.wordsPerGroup() {
-			f(s, min(16, G-s), c)
-		}
-	}
 }
 
 // alignedBytes returns n zero bytes starting on a 64-byte boundary.
@@ -189,12 +181,15 @@ func (q *QMatrix) blockedRow(n, K int) (blk []byte, r, i int, s, b metaRow) {
 func (q *QMatrix) blockedCodes(w []uint32, n, K int) {
 	blk, r, i, _, _ := q.blockedRow(n, K)
 	G, wpg := K/q.GroupSize, q.wordsPerGroup()
-	q.stripes(G, func(s, lanes, c int) {
-		o := q.blockedWord(s, c, i, r, G)
-		for j := range lanes {
-			w[(s+j)*wpg+c] = binary.LittleEndian.Uint32(blk[o+4*j:])
+	// the block as words (it starts 4-aligned: S1 is a multiple of 4)
+	src := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(blk))), len(blk)/4)
+	for g := range G {
+		o, step := q.blockedWord(g, 0, i, r, G)/4, r*min(16, G-g&^15) // word 0, words to word 1
+		dst := w[g*wpg : (g+1)*wpg]
+		for c := range dst {
+			dst[c] = src[o+c*step]
 		}
-	})
+	}
 }
 
 // unblock writes rows [n0, n1) of a blocked q (rows of K) into dst in the
