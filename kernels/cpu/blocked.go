@@ -125,13 +125,16 @@ func (q *QMatrix) block(N, K int) {
 			r = 1
 		}
 		blk := out[n0*S1 : (n0+r)*S1]
-		for i := range r {
-			w, _, _ := q.row(n0+i, K)
-			for g0 := 0; g0 < G; g0 += 16 {
-				for c := range wpg {
-					o := q.blockedWord(g0, c, i, r, G)
+		// the block's codes as words, written in order (see blockedWord)
+		dst := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(blk))), r*rb/4)
+		o := 0
+		for g0 := 0; g0 < G; g0 += 16 {
+			for c := range wpg {
+				for i := range r {
+					w := q.W[(n0+i)*rb/4 : (n0+i+1)*rb/4]
 					for j := range min(16, G-g0) {
-						binary.LittleEndian.PutUint32(blk[o+4*j:], w[(g0+j)*wpg+c])
+						dst[o] = w[(g0+j)*wpg+c]
+						o++
 					}
 				}
 			}
