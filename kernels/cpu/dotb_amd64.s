@@ -83,12 +83,13 @@ GLOBL b256<>(SB), RODATA|NOPTR, $4
 // PACE chains two dots of the loaded codes into Z31, which nothing reads: one
 // chain through every row's loads, so while a load waits on memory the ops
 // queued behind it stop the loop from issuing many more loads ahead of it.
-// Measured on Zen 4 (this VM, decode-step mat-vecs over DRAM, seven
-// interleaved runs): without it these kernels, 1.3–1.6× faster than the
-// per-chunk-scale ones before them with the weights in L2, streamed DRAM 5–25 %
-// slower (q8 most); with it q8 decode matrices read 0.92 of the probe's
-// bandwidth (median) where the loop without PACE read 0.75, q4 0.92 where it
-// read 0.82. It costs ~20 % with the weights in L2.
+// Measured on Zen 4 (this VM, a decode step's matrices over DRAM, seven
+// interleaved runs, medians): without it these kernels, 1.3–1.8× faster than
+// the per-chunk-scale ones before them with the weights in L2, streamed DRAM
+// 5–25 % slower than those (q8 most); with it q8 read 0.92 of the probe's
+// bandwidth where the loop without PACE read 0.75 and the per-chunk one 0.77,
+// q4 0.92 where they read 0.82 and 0.73. It costs q4 ~15 % and q8 ~45 % with
+// the weights in L2.
 #define PACE(C, H) \
 	VPDPBUSD Z0, C, Z31; \
 	VPDPBUSD Z1, H, Z31
