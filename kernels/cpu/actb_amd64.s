@@ -49,6 +49,21 @@ GLOBL qabs<>(SB), RODATA|NOPTR, $4
 // 16-blocks left in the group, R11 the group, R12 sums, R13 tsum, R14 a
 // stripe's bytes of planes (48·gs); Z31 id, Z8/Z9 Σx (float64), Z10 Σt
 // (int32).
+// STORE4 stores the low bytes of Z's qwords: bytes 0-3 at off(R8), 4-7 one
+// 4-bit chunk (384 bytes of planes) on. STORE8 stores the low bytes of Z's
+// dwords, four at a time, at off(R8) and three 8-bit chunks (192 bytes each) on.
+#define STORE4(Z, off) \
+	VPMOVQB Z, X5; \
+	VMOVD   X5, off(R8); \
+	VPEXTRD $1, X5, off+384(R8)
+
+#define STORE8(Z, off) \
+	VPMOVDB Z, X5; \
+	VMOVD   X5, off(R8); \
+	VPEXTRD $1, X5, off+192(R8); \
+	VPEXTRD $2, X5, off+384(R8); \
+	VPEXTRD $3, X5, off+576(R8)
+
 TEXT ·quantRowB(SB), NOSPLIT, $0-64
 	MOVQ         xb+0(FP), DI
 	MOVQ         x+8(FP), SI
@@ -98,46 +113,22 @@ block:
 	JEQ           bits8
 	// 4-bit: even values (the low dword of each qword) to the low-nibble half,
 	// odd ones 64 bytes on; values 0-7 to this chunk, 8-15 to the next
-	VPMOVQB       Z4, X5
-	VMOVD         X5, (R8)
-	VPEXTRD       $1, X5, 384(R8)
-	VPMOVQB       Z3, X5
-	VMOVD         X5, 128(R8)
-	VPEXTRD       $1, X5, 512(R8)
-	VPMOVQB       Z1, X5
-	VMOVD         X5, 256(R8)
-	VPEXTRD       $1, X5, 640(R8)
-	VPSRLQ        $32, Z4, Z4
-	VPSRLQ        $32, Z3, Z3
-	VPSRLQ        $32, Z1, Z1
-	VPMOVQB       Z4, X5
-	VMOVD         X5, 64(R8)
-	VPEXTRD       $1, X5, 448(R8)
-	VPMOVQB       Z3, X5
-	VMOVD         X5, 192(R8)
-	VPEXTRD       $1, X5, 576(R8)
-	VPMOVQB       Z1, X5
-	VMOVD         X5, 320(R8)
-	VPEXTRD       $1, X5, 704(R8)
-	JMP           next
+	STORE4(Z4, 0)
+	STORE4(Z3, 128)
+	STORE4(Z1, 256)
+	VPSRLQ $32, Z4, Z4
+	VPSRLQ $32, Z3, Z3
+	VPSRLQ $32, Z1, Z1
+	STORE4(Z4, 64)
+	STORE4(Z3, 192)
+	STORE4(Z1, 320)
+	JMP    next
 
 bits8:
 	// 8-bit: values 4i…4i+3 to chunk i of four
-	VPMOVDB Z4, X5
-	VMOVD   X5, (R8)
-	VPEXTRD $1, X5, 192(R8)
-	VPEXTRD $2, X5, 384(R8)
-	VPEXTRD $3, X5, 576(R8)
-	VPMOVDB Z3, X5
-	VMOVD   X5, 64(R8)
-	VPEXTRD $1, X5, 256(R8)
-	VPEXTRD $2, X5, 448(R8)
-	VPEXTRD $3, X5, 640(R8)
-	VPMOVDB Z1, X5
-	VMOVD   X5, 128(R8)
-	VPEXTRD $1, X5, 320(R8)
-	VPEXTRD $2, X5, 512(R8)
-	VPEXTRD $3, X5, 704(R8)
+	STORE8(Z4, 0)
+	STORE8(Z3, 64)
+	STORE8(Z1, 128)
 
 next:
 	ADDQ $64, SI

@@ -179,33 +179,24 @@ func (q *QMatrix) blockedRow(n, K int) (blk []byte, r, i int, s, b metaRow) {
 	return blk, r, i, metaRow{meta[i*G*m : (i+1)*G*m], q.meta}, metaRow{meta[(r+i)*G*m : (r+i+1)*G*m], q.meta}
 }
 
-// blockedCodes writes the code words of row n (of K) of a blocked q into w in
-// row-major order.
-func (q *QMatrix) blockedCodes(w []uint32, n, K int) {
-	blk, r, i, _, _ := q.blockedRow(n, K)
-	G, wpg := K/q.GroupSize, q.wordsPerGroup()
-	// the block as words (it starts 4-aligned: S1 is a multiple of 4)
-	src := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(blk))), len(blk)/4)
-	for g := range G {
-		o, step := q.blockedWord(g, 0, i, r, G)/4, r*min(16, G-g&^15) // word 0, words to word 1
-		dst := w[g*wpg : (g+1)*wpg]
-		for c := range dst {
-			dst[c] = src[o+c*step]
-		}
-	}
-}
-
 // unblock writes rows [n0, n1) of a blocked q (rows of K) into dst in the
 // row-major layout, as rows [0, n1−n0), growing dst's slices as needed.
 func (q *QMatrix) unblock(dst *QMatrix, n0, n1, K int) {
-	words, G := K*q.Bits/32, K/q.GroupSize
+	words, G, wpg := K*q.Bits/32, K/q.GroupSize, q.wordsPerGroup()
 	dst.Bits, dst.GroupSize = q.Bits, q.GroupSize
 	dst.W = grow(dst.W, (n1-n0)*words)
 	dst.Scales, dst.Biases = grow(dst.Scales, (n1-n0)*G), grow(dst.Biases, (n1-n0)*G)
 	for n := n0; n < n1; n++ {
-		q.blockedCodes(dst.W[(n-n0)*words:(n-n0+1)*words], n, K)
-		_, _, _, s, b := q.blockedRow(n, K)
+		blk, r, i, s, b := q.blockedRow(n, K)
+		// the block as words (it starts 4-aligned: S1 is a multiple of 4)
+		src := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(blk))), len(blk)/4)
+		w := dst.W[(n-n0)*words : (n-n0+1)*words]
 		for g := range G {
+			o, step := q.blockedWord(g, 0, i, r, G)/4, r*min(16, G-g&^15) // word 0, words to word 1
+			row := w[g*wpg : (g+1)*wpg]
+			for c := range row {
+				row[c] = src[o+c*step]
+			}
 			dst.Scales[(n-n0)*G+g], dst.Biases[(n-n0)*G+g] = s.at(g), b.at(g)
 		}
 	}

@@ -172,6 +172,15 @@ TAIL: \
 	VMOVDQU64 64(BX), Z1; \
 	VMOVDQU64 128(BX), Z2
 
+// STRIPES starts a block's stripe loop: codes, planes, stripes left, all lanes
+// and 64-byte chunks (LASTSTRIPE changes these last two for the last stripe).
+#define STRIPES \
+	MOVQ   SI, AX; \
+	MOVQ   xb+40(FP), BX; \
+	MOVQ   S+56(FP), R13; \
+	KXNORW K1, K1, K1; \
+	MOVQ   $64, R8
+
 // LASTSTRIPE(L) sets R8 and K1 for the last stripe when R13 says it is next
 // (L is a label).
 #define LASTSTRIPE(L) \
@@ -220,11 +229,7 @@ pfsb: \
 	ADDQ      $64, DX; \
 	DECQ      R12; \
 	JG        pfsb; \
-	MOVQ      SI, AX; \
-	MOVQ      xb+40(FP), BX; \
-	MOVQ      S+56(FP), R13; \
-	KXNORW    K1, K1, K1; \
-	MOVQ      $64, R8; \
+	STRIPES; \
 stripe4: \
 	LASTSTRIPE(full4); \
 	MOVQ      wpg+48(FP), R12; \
@@ -270,11 +275,7 @@ single: \
 	MOVQ      rb+24(FP), R9; \
 	ADDQ      SI, R9; \
 	LEAQ      (R9)(R11*1), R10; \
-	MOVQ      SI, AX; \
-	MOVQ      xb+40(FP), BX; \
-	MOVQ      S+56(FP), R13; \
-	KXNORW    K1, K1, K1; \
-	MOVQ      $64, R8; \
+	STRIPES; \
 stripe1: \
 	LASTSTRIPE(full1); \
 	MOVQ      wpg+48(FP), R12; \
