@@ -64,7 +64,6 @@ GLOBL b256<>(SB), RODATA|NOPTR, $4
 	DOT4(C, H, AH, AM, AL)
 
 #define DOT4(C, H, AH, AM, AL) \
-	PACE(C, H); \
 	VPDPBUSD Z0, C, AH; \
 	VPDPBUSD Z1, H, AH; \
 	VPDPBUSD Z2, C, AM; \
@@ -75,7 +74,7 @@ GLOBL b256<>(SB), RODATA|NOPTR, $4
 // ROW8 adds one chunk of an 8-bit row to its sums, as ROW4 (H unused).
 #define ROW8(caddr, C, H, AH, AM, AL) \
 	VMOVDQU32.Z caddr, K1, C; \
-	PACE(C, C); \
+	PACE(C); \
 	VPDPBUSD    Z0, C, AH; \
 	VPDPBUSD    Z1, C, AM; \
 	VPDPBUSD    Z2, C, AL
@@ -84,15 +83,19 @@ GLOBL b256<>(SB), RODATA|NOPTR, $4
 // chain through every row's loads, so while a load waits on memory the ops
 // queued behind it stop the loop from issuing many more loads ahead of it.
 // Measured on Zen 4 (this VM, a decode step's matrices over DRAM, seven
-// interleaved runs, medians): without it these kernels, 1.3–1.8× faster than
-// the per-chunk-scale ones before them with the weights in L2, streamed DRAM
-// 5–25 % slower than those (q8 most); with it q8 read 0.92 of the probe's
-// bandwidth where the loop without PACE read 0.75 and the per-chunk one 0.77,
-// q4 0.92 where they read 0.82 and 0.73. It costs q4 ~15 % and q8 ~45 % with
-// the weights in L2.
-#define PACE(C, H) \
+// interleaved runs, medians): without it the 8-bit kernel, 1.8× faster from
+// L2 than the per-chunk-scale one before it, streamed DRAM slower than that
+// one: 0.75 of the probe's bandwidth where it read 0.77 and with PACE 0.92
+// (a chain of one dot or of one to three IMULs read 0.61–0.76 in the 50 GB/s
+// minutes where PACE read 0.79; 0.83 for three IMULs and 0.85 for PACE once
+// RunChunks gave each thread its own stretch of rows). It costs ~45 % with the weights in L2. The
+// 4-bit kernels, whose six dots per chunk and row already run at about
+// PACE's pace, do without (there PACE took a quarter of the dots' issue):
+// with each thread on its own stretch of rows (RunChunks) they read 0.82 of
+// 50 GB/s unpaced, 0.79 paced, and the same 0.87–0.88 at ~30 GB/s.
+#define PACE(C) \
 	VPDPBUSD Z0, C, Z31; \
-	VPDPBUSD Z1, H, Z31
+	VPDPBUSD Z1, C, Z31
 
 // FLUSH adds a row's stripe, sums AH, AM, AL (which it clears), to F with the
 // stripe's scales at saddr; S is scratch.

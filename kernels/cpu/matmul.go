@@ -157,11 +157,9 @@ func (p *Pool) planAll(dst [][]float32, x []float32, w []*Weight) bool {
 	return true
 }
 
-// vecChunk is the largest piece of a mat-vec of n rows the threads claim: no
-// cap beyond guided scheduling's own (a thread claims half its share of what is
-// left), in whole blocks of the four-row kernels. Every piece starts with
-// misses the prefetches have not covered yet: eight pieces per thread at first
-// cost 5–10 % of q4 decode speed on Zen 4.
+// vecChunk is the largest piece of a mat-vec of n rows a thread claims (half
+// a thread's share: RunChunks shrinks pieces further as a share ends), in
+// whole blocks of the four-row kernels.
 func (p *Pool) vecChunk(n int) int { return max(16, n/(2*p.n)) &^ 3 }
 
 // plan sets t up for dst (L, N) = x (L, K) · wᵀ and returns the activation

@@ -21,8 +21,7 @@ func (p *pieces) Do(lo, hi int) {
 
 // TestRunChunks checks that RunChunks covers [0, n) exactly once in pieces of
 // at most chunk indices (one piece with one thread) that start and end on
-// multiples of quantum (the last ends at n), and that the pieces shrink toward
-// the end.
+// multiples of quantum (the last ends at n).
 func TestRunChunks(t *testing.T) {
 	for _, threads := range []int{1, 2, 3, 4} {
 		p := NewPool(threads)
@@ -56,13 +55,60 @@ func TestRunChunks(t *testing.T) {
 						t.Fatalf("%s: pieces %v end at %d", name, ps.r, next)
 					}
 				}
-				if threads > 1 && n >= 8*chunk && chunk > quantum {
-					if last := ps.r[len(ps.r)-1]; last[1]-last[0] >= chunk {
-						t.Errorf("%s: the last piece %v is a whole chunk", name, last)
-					}
-				}
 			}
 		}
 		p.Close()
+	}
+}
+
+// blocker holds a worker in Do until release is closed.
+type blocker struct{ in, release chan struct{} }
+
+func (b *blocker) Do(lo, hi int) {
+	close(b.in)
+	<-b.release
+}
+
+// TestRunChunksLateWorker holds the only worker busy while RunChunks runs: the
+// caller must run its share front to back, then the worker's from its back,
+// half of what is left at a time, and return without the worker; the worker,
+// joining late, must find nothing to do.
+func TestRunChunksLateWorker(t *testing.T) {
+	p := NewPool(2)
+	defer p.Close()
+	b := &blocker{in: make(chan struct{}), release: make(chan struct{})}
+	p.wg.Add(1)
+	p.work <- job{t: b, lo: 0, hi: 1}
+	<-b.in
+	const n, chunk, quantum = 1000, 64, 4
+	var ps pieces
+	p.RunChunks(n, chunk, quantum, &ps)
+	close(b.release)
+	p.wg.Wait()
+	var ps2 pieces
+	p.RunChunks(n, chunk, quantum, &ps2) // the late worker's job is stale by now
+	next, i := 0, 0
+	for ; i < len(ps.r) && ps.r[i][0] < n/2; i++ { // the caller's share, in order
+		if r := ps.r[i]; r[0] != next || r[1]-r[0] > chunk || r[0]%quantum != 0 {
+			t.Fatalf("own share: piece %d %v after %d: pieces %v", i, r, next, ps.r)
+		}
+		next = ps.r[i][1]
+	}
+	if next != n/2 {
+		t.Fatalf("own share ends at %d: pieces %v", next, ps.r)
+	}
+	end := n
+	for ; i < len(ps.r); i++ { // the worker's, from the back
+		r := ps.r[i]
+		if r[1] != end || r[1]-r[0] > chunk || r[0]%quantum != 0 || r[1]-r[0] > (end-n/2+1)/2+quantum {
+			t.Fatalf("stolen piece %d %v (left before it: [%d, %d)): pieces %v", i, r, n/2, end, ps.r)
+		}
+		end = r[0]
+	}
+	if end != n/2 {
+		t.Fatalf("stolen pieces end at %d: pieces %v", end, ps.r)
+	}
+	if len(ps2.r) == 0 {
+		t.Fatal("second call ran nothing")
 	}
 }
