@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"slices"
+	"sync/atomic"
 	"time"
 	"unsafe"
 )
@@ -51,7 +52,7 @@ func (b *BandwidthProbe) Sample() float64 {
 
 type bwTask struct {
 	buf []byte
-	sum [64]uint64 // one per chunk start page mod 64; keeps the sums live
+	sum atomic.Uint64 // keeps the sums live
 }
 
 func (t *bwTask) Do(lo, hi int) {
@@ -60,7 +61,7 @@ func (t *bwTask) Do(lo, hi int) {
 	if !ok {
 		s = sumBytesGo(b)
 	}
-	t.sum[lo%64] += s
+	t.sum.Add(s)
 }
 
 // sumBytesGo adds b (a multiple of 32 bytes, 8-aligned) as uint64 words, four
