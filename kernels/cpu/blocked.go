@@ -157,6 +157,18 @@ func (q *QMatrix) blockedWord(g, c, i, r, G int) int {
 	return r*64*wpg*s + 4*(lanes*(r*c+i)+g%16)
 }
 
+// groupWords returns where the words of group g (of G) of row i of an r-row
+// block lie, as indices of the block's 32-bit words: word c is at o + c·step.
+func (q *QMatrix) groupWords(g, i, r, G int) (o, step int) {
+	return q.blockedWord(g, 0, i, r, G) / 4, r * min(16, G-g&^15)
+}
+
+// blockWords is a block as 32-bit words (it starts 4-aligned: S1 is a
+// multiple of 4).
+func blockWords(blk []byte) []uint32 {
+	return unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(blk))), len(blk)/4)
+}
+
 // alignedBytes returns n zero bytes starting on a 64-byte boundary.
 func alignedBytes(n int) []byte {
 	b := make([]byte, n+64)
@@ -188,11 +200,10 @@ func (q *QMatrix) unblock(dst *QMatrix, n0, n1, K int) {
 	dst.Scales, dst.Biases = grow(dst.Scales, (n1-n0)*G), grow(dst.Biases, (n1-n0)*G)
 	for n := n0; n < n1; n++ {
 		blk, r, i, s, b := q.blockedRow(n, K)
-		// the block as words (it starts 4-aligned: S1 is a multiple of 4)
-		src := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(blk))), len(blk)/4)
+		src := blockWords(blk)
 		w := dst.W[(n-n0)*words : (n-n0+1)*words]
 		for g := range G {
-			o, step := q.blockedWord(g, 0, i, r, G)/4, r*min(16, G-g&^15) // word 0, words to word 1
+			o, step := q.groupWords(g, i, r, G)
 			row := w[g*wpg : (g+1)*wpg]
 			for c := range row {
 				row[c] = src[o+c*step]
@@ -224,11 +235,17 @@ func (q *QMatrix) checkBlocked(n0, n, S1 int) {
 // dequantBlockedRow is DequantRow for a blocked q.
 func (q *QMatrix) dequantBlockedRow(dst []float32, n, K int) {
 	blk, r, i, s, b := q.blockedRow(n, K)
-	G, cw := K/q.GroupSize, 32/q.Bits // cw codes per word
-	for k := range dst {
-		g, o := k/q.GroupSize, k%q.GroupSize
-		w := binary.LittleEndian.Uint32(blk[q.blockedWord(g, o/cw, i, r, G):])
-		c := w >> (q.Bits * (o % cw)) & (1<<q.Bits - 1)
-		dst[k] = float32(s.at(g)*float32(c)) + b.at(g)
+	src := blockWords(blk)
+	G, cw, mask := K/q.GroupSize, 32/q.Bits, uint32(1)<<q.Bits-1 // cw codes per word
+	for g := range G {
+		o, step := q.groupWords(g, i, r, G)
+		sc, bi := s.at(g), b.at(g)
+		d := dst[g*q.GroupSize : (g+1)*q.GroupSize]
+		for c := range len(d) / cw {
+			w := src[o+c*step]
+			for j := range cw {
+				d[c*cw+j] = float32(sc*float32(w>>(q.Bits*j)&mask)) + bi
+			}
+		}
 	}
 }
