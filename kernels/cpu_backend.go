@@ -146,6 +146,10 @@ func (c *CPU) Download(dst []float32, src *Tensor) error {
 	return nil
 }
 
+// Argmax returns the smallest index of the largest element of the f32 x,
+// reading it in place (see [ArgmaxHost]).
+func (c *CPU) Argmax(x *Tensor) (int32, error) { return ArgmaxHost(x.F32()), nil }
+
 // Embed gathers rows of table (V, D) for tokens into dst (L, D) and multiplies them
 // by scale. Token ids out of range panic (callers validate ids against V).
 func (c *CPU) Embed(dst, table *Tensor, tokens []int32, scale float32) {
