@@ -39,7 +39,7 @@ type Result struct {
 	BWFraction  float64 `json:"bw_fraction"` // gb_s / bandwidth_gb_s
 	GFLOPs      float64 `json:"gflop_s"`
 	WeightBytes int64   `json:"weight_bytes"`
-	BandwidthGB float64 `json:"bandwidth_gb_s"` // the probe (a multi-threaded read of 512 MB): median of its passes around the test's repetitions
+	BandwidthGB float64 `json:"bandwidth_gb_s"` // the probe (a multi-threaded read of 512 MB) over the test: its bytes ÷ the time they take at each stretch's probe figure (see run)
 
 	// kernel tests (see kernels.go): tok_s is calls per second
 	USPerCall    float64 `json:"us_per_call,omitempty"`
@@ -207,44 +207,73 @@ func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int
 			}
 		}
 		tokens = tokens[t.depth:]
+		// The probe runs before and after every repetition, and every
+		// segTokens tokens of a decode: a VM's bandwidth can change by 2×
+		// within seconds, so each stretch of the test is compared with the
+		// bandwidth of its own moments: ideal adds up the time each stretch
+		// would take to read its weight bytes at the mean of the probe's
+		// figures (medians of three passes) before and after it, and the
+		// test's bandwidth is the bytes read ÷ ideal.
+		const segTokens = 32
+		wb := float64(m.WeightBytes())
 		var rates []float64
-		// the probe runs before and after every repetition: the figure the
-		// decode rate is compared with is the bandwidth of the same minutes
-		bws := sample(probe, 3, nil)
+		var ideal, read float64 // seconds at the probe's bandwidth, bytes
+		bw := median(sample(probe, 3, nil))
 		for r := -1; r < reps; r++ { // r = -1 is a warm-up
-			if err := ctx.Err(); err != nil {
-				return err
-			}
 			progress(stderr, "%s %s: %s rep %d/%d", nameOf(dir, shape), dtype, t.name, max(r+1, 0), reps)
 			m.Truncate(t.depth) // the context stays cached
-			start := time.Now()
-			if t.prefill {
-				_, err = m.Forward(ctx, tokens)
-			} else {
-				for _, tok := range tokens {
-					if _, err = m.Forward(ctx, []int32{tok}); err != nil {
-						break
+			var secs float64
+			for i := 0; i < len(tokens); {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				n := len(tokens) - i // a prefill is one stretch
+				if !t.prefill {
+					n = min(n, segTokens)
+				}
+				start := time.Now()
+				if t.prefill {
+					_, err = m.Forward(ctx, tokens)
+				} else {
+					for _, tok := range tokens[i : i+n] {
+						if _, err = m.Forward(ctx, []int32{tok}); err != nil {
+							break
+						}
 					}
 				}
-			}
-			if err != nil {
-				return err
+				if err != nil {
+					return err
+				}
+				d := time.Since(start).Seconds()
+				after := median(sample(probe, 3, nil))
+				if r >= 0 {
+					secs += d
+					passes := float64(n) // weight passes: one per decoded token
+					if t.prefill {
+						passes = 1
+					}
+					ideal += passes * wb / ((bw + after) / 2 * 1e9)
+					read += passes * wb
+					slog.Debug("bench stretch", "test", t.name, "rep", r, "tokens", n, "tok_s", float64(n)/d, "probe_gb_s", []float64{bw, after})
+				}
+				bw = after
+				i += n
 			}
 			if r >= 0 {
-				rates = append(rates, float64(t.n)/time.Since(start).Seconds())
+				rates = append(rates, float64(len(tokens))/secs)
 			}
-			bws = sample(probe, 3, bws)
 		}
 		mean, sd := meanSD(rates)
 		res := Result{Model: nameOf(dir, shape), DType: dtype, Backend: b.Name(), Threads: threads, Test: t.name, Reps: reps,
-			TokS: mean, TokSSD: sd, WeightBytes: m.WeightBytes(), BandwidthGB: median(bws)}
+			TokS: mean, TokSSD: sd, WeightBytes: m.WeightBytes()}
 		if t.prefill {
-			res.GBs = float64(m.WeightBytes()) * mean / float64(t.n) / 1e9
+			res.GBs = wb * mean / float64(t.n) / 1e9
 			res.GFLOPs = prefillFLOPs(m.Config, t.n) * mean / float64(t.n) / 1e9
 		} else {
-			res.GBs = float64(m.WeightBytes()) * mean / 1e9
+			res.GBs = wb * mean / 1e9
 			res.GFLOPs = decodeFLOPs(m.Config) * mean / 1e9
 		}
+		res.BandwidthGB = read / ideal / 1e9
 		res.BWFraction = res.GBs / res.BandwidthGB
 		results = append(results, res)
 	}

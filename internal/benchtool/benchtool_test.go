@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 )
@@ -11,7 +12,7 @@ import (
 // TestJSONContract runs a tiny benchmark and checks the fields machines read.
 func TestJSONContract(t *testing.T) {
 	var out, errb bytes.Buffer
-	code := Main(context.Background(), []string{"-shape", "qwen2.5-0.5b", "-dtype", "q4", "-test", "pp8,tg4,tg4@d9", "-reps", "2", "-threads", "2", "-json"}, &out, &errb)
+	code := Main(context.Background(), []string{"-shape", "qwen2.5-0.5b", "-dtype", "q4", "-test", "pp8,tg4,tg4@d9,tg40", "-reps", "2", "-threads", "2", "-json"}, &out, &errb)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
@@ -19,7 +20,7 @@ func TestJSONContract(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &rows); err != nil {
 		t.Fatalf("not a JSON array: %v\n%s", err, out.String())
 	}
-	if len(rows) != 3 || rows[0]["test"] != "pp8" || rows[1]["test"] != "tg4" || rows[2]["test"] != "tg4@d9" {
+	if len(rows) != 4 || rows[0]["test"] != "pp8" || rows[1]["test"] != "tg4" || rows[2]["test"] != "tg4@d9" || rows[3]["test"] != "tg40" {
 		t.Fatalf("rows %v", rows)
 	}
 	for _, r := range rows {
@@ -30,6 +31,10 @@ func TestJSONContract(t *testing.T) {
 		}
 		if r["tok_s"].(float64) <= 0 || r["bw_fraction"].(float64) <= 0 || r["dtype"] != "q4" || r["threads"].(float64) != 2 {
 			t.Errorf("row %v", r)
+		}
+		// tg40 decodes in two stretches between probes (32 and 8 tokens)
+		if f := r["gb_s"].(float64) / r["bandwidth_gb_s"].(float64); math.Abs(f/r["bw_fraction"].(float64)-1) > 1e-9 {
+			t.Errorf("row %v: gb_s / bandwidth_gb_s = %g, not bw_fraction", r["test"], f)
 		}
 	}
 	if !strings.Contains(errb.String(), "tg4 rep") {
