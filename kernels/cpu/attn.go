@@ -28,7 +28,8 @@ func (a *Attn) QueryRows() int { return max(1, attnCols/(a.Heads/a.KVHeads)) }
 // AttnScratch is one thread's working memory for [Attn.Block] and [Attention];
 // the zero value is ready and grows on demand.
 type AttnScratch struct {
-	buf []float32
+	buf  []float32
+	sink float32 // keeps readLines' reads
 }
 
 // Scores returns n floats for [Attention]'s scores.
@@ -166,6 +167,14 @@ func (a *Attn) Decode(ps *AttnParts, i int, q, k, v []float32, lo, hi int, s *At
 	clear(o)
 	for j0 := lo; j0 < hi; j0 += attnDecodeKeys {
 		nk := min(attnDecodeKeys, hi-j0)
+		// Read the block's K and V rows once in order first. The passes
+		// below read a KV head's slice of each row, 2 KB apart (a row holds
+		// every KV head), which the prefetchers follow badly; read in order,
+		// the block comes into L2 at stream speed. Measured on Zen 4, the 1B
+		// shape over 16 layers' caches (past the LLC), 2 threads: 300, 600,
+		// 1100, 3000 keys 107, 210, 300–380, 1150 µs per layer, where the
+		// passes alone took 140, 277, 410–490, 1310.
+		s.sink += readLines(k[j0*ks:(j0+nk)*ks]) + readLines(v[j0*ks:(j0+nk)*ks])
 		for g := range a.KVHeads {
 			kb, vb := k[j0*ks+g*dh:], v[j0*ks+g*dh:]
 			for i := range G {
@@ -330,4 +339,18 @@ func attnAccumGo(out, v []float32, stride int, p []float32) {
 			out[i] += pj * vr[i]
 		}
 	}
+}
+
+// readLines reads one float of every 64 bytes of x (x starts on a float) and
+// returns their sum, which keeps the reads: it brings x into cache with
+// demand loads, which a CPU does not drop as it may a burst of prefetches.
+func readLines(x []float32) float32 {
+	var s0, s1, s2, s3 float32
+	for ; len(x) >= 64; x = x[64:] {
+		s0, s1, s2, s3 = s0+x[0], s1+x[16], s2+x[32], s3+x[48]
+	}
+	for i := 0; i < len(x); i += 16 {
+		s0 += x[i]
+	}
+	return s0 + s1 + s2 + s3
 }
