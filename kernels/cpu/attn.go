@@ -158,8 +158,12 @@ func (a *Attn) Decode(ps *AttnParts, i int, q, k, v []float32, lo, hi int, s *At
 	dh, G, H := a.HeadDim, a.Heads/a.KVHeads, a.Heads
 	o, m, l := ps.o[i*H*dh:(i+1)*H*dh], ps.m[i*H:(i+1)*H], ps.l[i*H:(i+1)*H]
 	ks := a.KVHeads * dh // row stride of k and v
-	buf := s.floats(G*attnDecodeKeys + G)
-	p, alpha := buf[:G*attnDecodeKeys], buf[G*attnDecodeKeys:] // a group's probabilities (G × keys) and rescales
+	buf := s.floats(G*attnDecodeKeys + G + H*dh)
+	p, alpha := buf[:G*attnDecodeKeys], buf[G*attnDecodeKeys:][:G] // a group's probabilities (G × keys) and rescales
+	qs := buf[G*attnDecodeKeys+G:]                                 // q·Scale: scores come out scaled
+	for i, x := range q[:H*dh] {
+		qs[i] = x * a.Scale
+	}
 	ninf := float32(math.Inf(-1))
 	for h := range H {
 		m[h], l[h] = ninf, 0
@@ -180,15 +184,17 @@ func (a *Attn) Decode(ps *AttnParts, i int, q, k, v []float32, lo, hi int, s *At
 			for i := range G {
 				h := g*G + i
 				ph := p[i*attnDecodeKeys:][:nk]
-				attnScores(ph, q[h*dh:(h+1)*dh], kb, ks)
-				mx := m[h]
-				for j, x := range ph {
-					x *= a.Scale
-					if a.Softcap > 0 {
-						x = a.Softcap * float32(math.Tanh(float64(x/a.Softcap)))
+				attnScores(ph, qs[h*dh:(h+1)*dh], kb, ks)
+				if a.Softcap > 0 {
+					for j, x := range ph {
+						ph[j] = a.Softcap * float32(math.Tanh(float64(x/a.Softcap)))
 					}
-					ph[j] = x
-					mx = max(mx, x)
+				}
+				mx := m[h]
+				for _, x := range ph {
+					if x > mx {
+						mx = x
+					}
 				}
 				sum := attnExp(ph, mx)
 				alpha[i] = 1
