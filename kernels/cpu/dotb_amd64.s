@@ -106,7 +106,11 @@ GLOBL b256<>(SB), RODATA|NOPTR, $4
 // one: 0.75 of the probe's bandwidth where it read 0.77 and with PACE 0.92
 // (a chain of one dot or of one to three IMULs read 0.61–0.76 in the 50 GB/s
 // minutes where PACE read 0.79; 0.83 for three IMULs and 0.85 for PACE once
-// RunChunks gave each thread its own stretch of rows). It costs ~45 % with the weights in L2. The
+// RunChunks gave each thread its own stretch of rows). It costs ~45 % with the weights in L2.
+// The best pace depends on the bandwidth of the moment: a decode step's
+// 8-bit matrices read 0.89 of a ~31 GB/s probe and 0.94 of a ~45 GB/s one
+// with two dots, 0.93 and 0.74 with three, 0.85 and 0.72 with one (the step's
+// ops timed in 24-token windows, 90 per variant, medians). The
 // 4-bit kernels, whose six dots per chunk and row already run at about
 // PACE's pace, do without (there PACE took a quarter of the dots' issue):
 // with each thread on its own stretch of rows (RunChunks) they read 0.82 of
