@@ -26,10 +26,9 @@ type Pool struct {
 	// RunChunks state: join is epoch<<32 | active<<16 | joined, the call's
 	// participants so far (the caller is the first) and the workers among
 	// them still claiming; shares[i] is what is left of participant i's share,
-	// lo<<32 | hi; done counts the call's finished indices.
+	// lo<<32 | hi.
 	join   atomic.Uint64
 	shares []share
-	done   atomic.Int64
 	epoch  uint64
 
 	mm   [4]mmTask    // the MatMul in flight, or MatMuls' weights
@@ -178,7 +177,6 @@ func (p *Pool) RunChunks(n, chunk, quantum int, t Task) {
 		}
 		p.shares[i].r.Store(uint64(lo)<<32 | uint64(hi))
 	}
-	p.done.Store(0)
 	p.join.Store(p.epoch<<32 | 1)
 	j := job{t: t, chunk: chunk, quantum: quantum, epoch: p.epoch}
 	for range p.n - 1 {
@@ -187,8 +185,10 @@ func (p *Pool) RunChunks(n, chunk, quantum int, t Task) {
 		default: // a worker still has an old job queued; it will find this one over
 		}
 	}
+	// All is claimed when the caller's claimShares returns, and done once
+	// no worker is still active in the call.
 	p.claimShares(j, 0)
-	for p.done.Load() < int64(n) || p.join.Load()>>16&0xffff != 0 {
+	for p.join.Load()>>16&0xffff != 0 {
 		runtime.Gosched()
 	}
 }
@@ -227,7 +227,6 @@ func (p *Pool) claimShares(j job, me int) {
 			continue
 		}
 		j.t.Do(lo, end)
-		p.done.Add(int64(end - lo))
 	}
 	for k := 1; k < p.n; k++ {
 		s := &p.shares[(me+k)%p.n].r
@@ -245,7 +244,6 @@ func (p *Pool) claimShares(j job, me int) {
 				continue
 			}
 			j.t.Do(mid, hi)
-			p.done.Add(int64(hi - mid))
 		}
 	}
 }

@@ -33,31 +33,39 @@ func TestRunChunks(t *testing.T) {
 				for range 3 { // later calls must not see an earlier call's state
 					ps.r = ps.r[:0]
 					p.RunChunks(n, chunk, quantum, &ps)
-					slices.SortFunc(ps.r, func(a, b [2]int) int { return a[0] - b[0] })
-					if n == 0 {
-						if len(ps.r) > 1 || len(ps.r) == 1 && ps.r[0] != [2]int{0, 0} {
-							t.Fatalf("%s: pieces %v", name, ps.r)
-						}
-						continue
-					}
-					next := 0
-					for _, r := range ps.r {
-						lo, hi := r[0], r[1]
-						if lo != next || hi <= lo || hi-lo > chunk && threads > 1 && n > chunk {
-							t.Fatalf("%s: pieces %v", name, ps.r)
-						}
-						if lo%quantum != 0 || hi%quantum != 0 && hi != n {
-							t.Fatalf("%s: piece [%d, %d) off the quantum", name, lo, hi)
-						}
-						next = hi
-					}
-					if next != n {
-						t.Fatalf("%s: pieces %v end at %d", name, ps.r, next)
-					}
+					checkCover(t, name, ps.r, n, chunk, quantum, threads > 1 && n > chunk)
 				}
 			}
 		}
 		p.Close()
+	}
+}
+
+// checkCover checks that pieces r cover [0, n) exactly once, start and end on
+// multiples of quantum (the last ends at n) and, if split, are at most chunk.
+func checkCover(t *testing.T, name string, r [][2]int, n, chunk, quantum int, split bool) {
+	t.Helper()
+	r = slices.Clone(r)
+	slices.SortFunc(r, func(a, b [2]int) int { return a[0] - b[0] })
+	if n == 0 {
+		if len(r) > 1 || len(r) == 1 && r[0] != [2]int{0, 0} {
+			t.Fatalf("%s: pieces %v", name, r)
+		}
+		return
+	}
+	next := 0
+	for _, x := range r {
+		lo, hi := x[0], x[1]
+		if lo != next || hi <= lo || hi-lo > chunk && split {
+			t.Fatalf("%s: pieces %v", name, r)
+		}
+		if lo%quantum != 0 || hi%quantum != 0 && hi != n {
+			t.Fatalf("%s: piece [%d, %d) off the quantum", name, lo, hi)
+		}
+		next = hi
+	}
+	if next != n {
+		t.Fatalf("%s: pieces %v end at %d", name, r, next)
 	}
 }
 
@@ -108,7 +116,5 @@ func TestRunChunksLateWorker(t *testing.T) {
 	if end != n/2 {
 		t.Fatalf("stolen pieces end at %d: pieces %v", end, ps.r)
 	}
-	if len(ps2.r) == 0 {
-		t.Fatal("second call ran nothing")
-	}
+	checkCover(t, "the call after", ps2.r, n, chunk, quantum, true)
 }
