@@ -207,8 +207,8 @@ func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int
 			}
 		}
 		tokens = tokens[t.depth:]
-		// The probe runs before and after every repetition, and every
-		// segTokens tokens of a decode: a VM's bandwidth can change by 2×
+		// The probe runs before the test and after every stretch (a prefill,
+		// or segTokens tokens of a decode): a VM's bandwidth can change by 2×
 		// within seconds, so each stretch of the test is compared with the
 		// bandwidth of its own moments: ideal adds up the time each stretch
 		// would take to read its weight bytes at the mean of the probe's
@@ -227,9 +227,10 @@ func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int
 				if err := ctx.Err(); err != nil {
 					return err
 				}
-				n := len(tokens) - i // a prefill is one stretch
+				n, passes := len(tokens)-i, 1.0 // a prefill is one stretch, one pass over the weights
 				if !t.prefill {
 					n = min(n, segTokens)
+					passes = float64(n) // one pass per decoded token
 				}
 				start := time.Now()
 				if t.prefill {
@@ -248,10 +249,6 @@ func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int
 				after := median(sample(probe, 3, nil))
 				if r >= 0 {
 					secs += d
-					passes := float64(n) // weight passes: one per decoded token
-					if t.prefill {
-						passes = 1
-					}
 					ideal += passes * wb / ((bw + after) / 2 * 1e9)
 					read += passes * wb
 					slog.Debug("bench stretch", "test", t.name, "rep", r, "tokens", n, "tok_s", float64(n)/d, "probe_gb_s", []float64{bw, after})
