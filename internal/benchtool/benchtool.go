@@ -48,7 +48,7 @@ type Result struct {
 
 // test is "pp512" (prefill 512 tokens), "tg128" (decode 128 tokens one by
 // one), either after a context of depth tokens ("tg128@d1024", as llama-bench's
-// -d), or a kernel test (see kernels.go: mv, mm512, norm, rope, attn512).
+// -d), or a kernel test (see kernels.go: mv, mvc, mm512, norm, rope, attn512).
 type test struct {
 	name    string
 	prefill bool
@@ -62,7 +62,7 @@ func parseTests(s string) ([]test, error) {
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
 		switch f {
-		case "mv", "norm", "rope":
+		case "mv", "mvc", "norm", "rope":
 			ts = append(ts, test{name: f, kernel: true})
 			continue
 		}
@@ -71,7 +71,7 @@ func parseTests(s string) ([]test, error) {
 		kind := spec[:len(spec)-len(num)]
 		n, err := strconv.Atoi(num)
 		if err != nil || n <= 0 {
-			return nil, fmt.Errorf("-test %q: want ppN, tgN, mv, mmN, norm, rope or attnN with N > 0", f)
+			return nil, fmt.Errorf("-test %q: want ppN, tgN, mv, mvc, mmN, norm, rope or attnN with N > 0", f)
 		}
 		d := 0
 		if deep {
@@ -85,7 +85,7 @@ func parseTests(s string) ([]test, error) {
 		case "mm", "attn":
 			ts = append(ts, test{name: f, kernel: true, n: n})
 		default:
-			return nil, fmt.Errorf("-test %q: want ppN, tgN, mv, mmN, norm, rope or attnN", f)
+			return nil, fmt.Errorf("-test %q: want ppN, tgN, mv, mvc, mmN, norm, rope or attnN", f)
 		}
 	}
 	return ts, nil
@@ -99,7 +99,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("model", "", "model directory (default: a synthetic model, see -shape)")
 	shape := fs.String("shape", "llama-3.2-1b", "synthetic model shape: "+strings.Join(model.ShapeNames(), ", "))
 	dtype := fs.String("dtype", "q4", "weights: q4, q8, bf16, f16 or f32 (with -model: quantize on load to q4/q8, else as stored)")
-	tests := fs.String("test", "pp512,tg128", "comma-separated tests: ppN (prefill N tokens), tgN (decode N tokens), either with @dM after a context of M tokens (tg128@d1024); kernels: mv (mat-vecs), mmN (mat-mats at L=N), norm, rope, attnN (decode attention over N positions)")
+	tests := fs.String("test", "pp512,tg128", "comma-separated tests: ppN (prefill N tokens), tgN (decode N tokens), either with @dM after a context of M tokens (tg128@d1024); kernels: mv (mat-vecs), mvc (mat-vecs with the weights in cache), mmN (mat-mats at L=N), norm, rope, attnN (decode attention over N positions)")
 	threads := fs.Int("threads", 0, "CPU threads (0: all physical cores)")
 	reps := fs.Int("reps", 3, "repetitions per test")
 	backend := fs.String("backend", "cpu", "backend: cpu, metal, metal-emu (the MSL interpreter: slow) or auto")
@@ -182,13 +182,12 @@ func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int
 	pool := cpu.NewPool(threads)
 	defer pool.Close()
 	probe := cpu.NewBandwidthProbe(pool, 512<<20)
-	bw := median(sample(probe, 5, nil))
 
 	rng := rand.New(rand.NewPCG(seed, 7))
 	var results []Result
 	for _, t := range ts {
 		if t.kernel {
-			rs, err := runKernels(ctx, b, m.Config, dt, dtype, nameOf(dir, shape), t, threads, reps, bw, seed, stderr)
+			rs, err := runKernels(ctx, b, m.Config, dt, dtype, nameOf(dir, shape), t, threads, reps, probe, seed, stderr)
 			if err != nil {
 				return err
 			}

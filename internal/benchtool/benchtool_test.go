@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -66,7 +67,7 @@ func TestParseTests(t *testing.T) {
 // (mv, mmN) or op, with positive rates and the test:shape names.
 func TestKernelRows(t *testing.T) {
 	var out, errb bytes.Buffer
-	code := Main(context.Background(), []string{"-shape", "qwen2.5-0.5b", "-dtype", "q8", "-test", "mv,mm16,norm,rope,attn32", "-reps", "1", "-threads", "2", "-json"}, &out, &errb)
+	code := Main(context.Background(), []string{"-shape", "qwen2.5-0.5b", "-dtype", "q8", "-test", "mv,mvc,mm16,norm,rope,attn32", "-reps", "1", "-threads", "2", "-json"}, &out, &errb)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
@@ -75,9 +76,10 @@ func TestKernelRows(t *testing.T) {
 		t.Fatalf("not a JSON array: %v\n%s", err, out.String())
 	}
 	count := map[string]int{}
+	shapes := map[string][2]int{} // "mv q": N, K
 	for _, r := range rows {
 		name := r["test"].(string)
-		kind, _, ok := strings.Cut(name, ":")
+		kind, shape, ok := strings.Cut(name, ":")
 		if !ok {
 			t.Errorf("row %q: want test:shape", name)
 		}
@@ -85,9 +87,29 @@ func TestKernelRows(t *testing.T) {
 		if r["tok_s"].(float64) <= 0 || r["us_per_call"].(float64) <= 0 || r["gflop_s"].(float64) <= 0 {
 			t.Errorf("row %v", r)
 		}
+		// each row has the probe of its own moments
+		if gb, bw, f := r["gb_s"].(float64), r["bandwidth_gb_s"].(float64), r["bw_fraction"].(float64); bw <= 0 || math.Abs(gb/bw-f) > 1e-9*f {
+			t.Errorf("row %q: gb_s %g, bandwidth_gb_s %g, bw_fraction %g", name, gb, bw, f)
+		}
+		var what string
+		var n, k int
+		if _, err := fmt.Sscanf(shape, "%s %dx%d", &what, &n, &k); err == nil {
+			shapes[kind+" "+what] = [2]int{n, k}
+		}
+	}
+	// mvc runs whole four-row blocks of each mv matrix, no more than it has
+	for key, mv := range shapes {
+		what, ok := strings.CutPrefix(key, "mv ")
+		if !ok {
+			continue
+		}
+		c, found := shapes["mvc "+what]
+		if !found || c[1] != mv[1] || c[0] > mv[0] || c[0] != mv[0] && c[0]%4 != 0 || what == "lm_head" && c[0] == mv[0] {
+			t.Errorf("mvc %s: %v for mv %v", what, c, mv) // lm_head (V rows) outgrows any L2
+		}
 	}
 	// q, kv, o, gate/up, down, lm_head; mm skips lm_head
-	if count["mv"] != 6 || count["mm16"] != 5 || count["norm"] != 1 || count["rope"] != 1 || count["attn32"] != 1 {
+	if count["mv"] != 6 || count["mvc"] != 6 || count["mm16"] != 5 || count["norm"] != 1 || count["rope"] != 1 || count["attn32"] != 1 {
 		t.Errorf("rows per test %v", count)
 	}
 }

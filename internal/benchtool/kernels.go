@@ -10,13 +10,19 @@ import (
 	"time"
 
 	"github.com/ingot-llm/ingot/kernels"
+	"github.com/ingot-llm/ingot/kernels/cpu"
 	"github.com/ingot-llm/ingot/model"
+	"github.com/klauspost/cpuid/v2"
 )
 
 // A kernel test times one backend op on the shapes of a model config:
 //
 //	mv      every distinct weight matrix at L = 1 (decode mat-vec): GB/s of
 //	        weights, rotating over copies that exceed the last-level cache
+//	mvc     the same with one copy of as many of its rows as fill half of
+//	        the threads' L2 caches, called again and again: the rate a call
+//	        runs at (its fixed costs included) when memory does not hold it
+//	        back
 //	mmN     the same matrices at L = N (prefill mat-mat): GFLOP/s
 //	norm    RMSNorm of one (1, D) row
 //	rope    RoPE of one token's query heads
@@ -48,7 +54,12 @@ type kernelCase struct {
 	run          func()
 }
 
-func kernelTests(ctx context.Context, b kernels.Backend, cfg *model.Config, dt kernels.DType, name string, n, reps int, seed uint64) ([]kernelCase, error) {
+func kernelTests(ctx context.Context, b kernels.Backend, cfg *model.Config, dt kernels.DType, name string, n, reps, threads int, seed uint64) ([]kernelCase, error) {
+	l2 := cpuid.CPU.Cache.L2
+	if l2 <= 0 {
+		l2 = 512 << 10
+	}
+	cacheBytes := max(1, threads) * l2 / 2 // mvc's weight
 	D, F, H, Hkv, Dh, V := cfg.HiddenSize, cfg.IntermediateSize, cfg.NumHeads, cfg.NumKVHeads, cfg.HeadDim, cfg.VocabSize
 	rng := rand.New(rand.NewPCG(seed, 11))
 	vec := func(rows, cols int) (*kernels.Tensor, error) {
@@ -60,9 +71,9 @@ func kernelTests(ctx context.Context, b kernels.Backend, cfg *model.Config, dt k
 	}
 	var cases []kernelCase
 	switch {
-	case name == "mv" || strings.HasPrefix(name, "mm"):
+	case name == "mv" || name == "mvc" || strings.HasPrefix(name, "mm"):
 		L := 1
-		if name != "mv" {
+		if strings.HasPrefix(name, "mm") {
 			L = n
 		}
 		for _, m := range []struct {
@@ -72,10 +83,17 @@ func kernelTests(ctx context.Context, b kernels.Backend, cfg *model.Config, dt k
 			if L > 1 && m.what == "lm_head" {
 				continue // prefill runs lm_head on the last token only
 			}
+			if name == "mvc" { // whole four-row blocks that fit
+				w4, err := b.Upload(model.SyntheticMatrix(dt, 4, m.K, seed))
+				if err != nil {
+					return nil, err
+				}
+				m.N = min(m.N, max(4, cacheBytes/max(1, kernels.WeightBytes(w4)/4)&^3))
+			}
 			// mat-vecs rotate over copies of at least 96 MB together, so each
 			// call reads memory rather than a last-level cache
 			var ws []*kernels.Tensor
-			for bytes := 0; len(ws) == 0 || L == 1 && bytes < 96<<20; {
+			for bytes := 0; len(ws) == 0 || name == "mv" && bytes < 96<<20; {
 				w, err := b.Upload(model.SyntheticMatrix(dt, m.N, m.K, seed+uint64(len(ws))))
 				if err != nil {
 					return nil, err
@@ -167,19 +185,25 @@ func timeKernel(ctx context.Context, b kernels.Backend, c kernelCase, reps int) 
 	return wall, gpu, nil
 }
 
-// runKernels times kernel test t, one result row per shape.
-func runKernels(ctx context.Context, b kernels.Backend, cfg *model.Config, dt kernels.DType, dtype, modelName string, t test, threads, reps int, bw float64, seed uint64, stderr io.Writer) ([]Result, error) {
-	cases, err := kernelTests(ctx, b, cfg, dt, t.name, t.n, reps, seed)
+// runKernels times kernel test t, one result row per shape. Each row's
+// bandwidth is the mean of the probe's figures (medians of three passes) just
+// before and just after its timing, as for a decode stretch: measured once
+// for the whole run, the lm_head mat-vec of the 1B shape read 0.48 of a
+// figure taken seconds earlier, and 0.90–0.93 of its own moments.
+func runKernels(ctx context.Context, b kernels.Backend, cfg *model.Config, dt kernels.DType, dtype, modelName string, t test, threads, reps int, probe *cpu.BandwidthProbe, seed uint64, stderr io.Writer) ([]Result, error) {
+	cases, err := kernelTests(ctx, b, cfg, dt, t.name, t.n, reps, threads, seed)
 	if err != nil {
 		return nil, err
 	}
 	var rs []Result
 	for _, c := range cases {
 		progress(stderr, "%s %s: %s %s", modelName, dtype, t.name, c.shape)
+		before := median(sample(probe, 3, nil))
 		wall, gpu, err := timeKernel(ctx, b, c, reps)
 		if err != nil {
 			return nil, err
 		}
+		bw := (before + median(sample(probe, 3, nil))) / 2
 		sec := wall
 		if gpu > 0 {
 			sec = gpu // the device's own time, without the host's encode and wait
