@@ -110,3 +110,24 @@ func attnExp(s []float32, mx float32) float32 {
 	}
 	return attnExpGo(s, mx)
 }
+
+//go:noescape
+func attnScores4x4AVX512(s0, s1, s2, s3, q0, q1, q2, q3, k *float32, stride, n, dh int, mx *float32)
+
+// attnScores4 is attnScores for four query heads of one KV head: s[i][j] =
+// q[i]·k[j·stride : j·stride+dh] for j < n, and mx[i] the max of s[i][:n];
+// heads may repeat. It takes n a multiple of 4 and dh of 16 (AVX-512) and
+// reports false, having written nothing, elsewhere.
+func attnScores4(s, q *[4][]float32, k []float32, stride, n int, mx *[4]float32) bool {
+	dh := len(q[0])
+	if !useAttnAVX512 || dh%16 != 0 || n%4 != 0 || n == 0 {
+		return false
+	}
+	for i := range 4 {
+		_, _ = s[i][n-1], q[i][dh-1] // bounds checks once
+	}
+	_ = k[(n-1)*stride+dh-1]
+	attnScores4x4AVX512(&s[0][0], &s[1][0], &s[2][0], &s[3][0], &q[0][0], &q[1][0], &q[2][0], &q[3][0],
+		&k[0], stride*4, n, dh, &mx[0])
+	return true
+}

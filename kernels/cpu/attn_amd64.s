@@ -691,3 +691,160 @@ dim:
 	JNZ           keys4
 	VZEROUPPER
 	RET
+
+
+// func attnScores4x4AVX512(s0, s1, s2, s3, q0, q1, q2, q3, k *float32, stride, n, dh int, mx *float32)
+// s_h[j] = q_h·k[j·stride : j·stride+dh] for four heads h (a KV head's query
+// heads; pointers may repeat) and n keys, n a multiple of 4 and dh of 16
+// (stride in bytes); mx[h] = the max of s_h. Four keys at a time: each
+// load of a key's slice serves the four heads, and a shuffle tree folds the
+// sixteen sums (head-major, then key) into one vector whose 128-bit lane h
+// holds head h's four scores.
+TEXT ·attnScores4x4AVX512(SB), NOSPLIT, $0-104
+	MOVQ q0+32(FP), R12
+	MOVQ q1+40(FP), R13
+	MOVQ q2+48(FP), R14
+	MOVQ q3+56(FP), R15
+	MOVQ k+64(FP), DX
+	MOVQ stride+72(FP), BX
+	MOVQ n+80(FP), CX
+	MOVQ dh+88(FP), AX
+	SHLQ $2, AX               // head bytes
+	LEAQ (DX)(BX*1), R8       // keys 1-3
+	LEAQ (DX)(BX*2), R9
+	LEAQ (R8)(BX*2), R10
+	SHLQ $2, BX               // 4·stride
+	SHRQ $2, CX
+	XORQ DI, DI               // byte offset into the score rows
+	MOVL $0xff800000, SI      // −Inf
+	VPBROADCASTD SI, Z24      // running max
+
+keys4x4:
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+	VXORPS Z9, Z9, Z9
+	VXORPS Z10, Z10, Z10
+	VXORPS Z11, Z11, Z11
+	VXORPS Z12, Z12, Z12
+	VXORPS Z13, Z13, Z13
+	VXORPS Z14, Z14, Z14
+	VXORPS Z15, Z15, Z15
+	XORQ   SI, SI
+
+dim4x4:
+	VMOVUPS     (DX)(SI*1), Z16
+	VMOVUPS     (R8)(SI*1), Z17
+	VMOVUPS     (R9)(SI*1), Z18
+	VMOVUPS     (R10)(SI*1), Z19
+	VMOVUPS     (R12)(SI*1), Z20
+	VMOVUPS     (R13)(SI*1), Z21
+	VMOVUPS     (R14)(SI*1), Z22
+	VMOVUPS     (R15)(SI*1), Z23
+	VFMADD231PS Z16, Z20, Z0
+	VFMADD231PS Z17, Z20, Z1
+	VFMADD231PS Z18, Z20, Z2
+	VFMADD231PS Z19, Z20, Z3
+	VFMADD231PS Z16, Z21, Z4
+	VFMADD231PS Z17, Z21, Z5
+	VFMADD231PS Z18, Z21, Z6
+	VFMADD231PS Z19, Z21, Z7
+	VFMADD231PS Z16, Z22, Z8
+	VFMADD231PS Z17, Z22, Z9
+	VFMADD231PS Z18, Z22, Z10
+	VFMADD231PS Z19, Z22, Z11
+	VFMADD231PS Z16, Z23, Z12
+	VFMADD231PS Z17, Z23, Z13
+	VFMADD231PS Z18, Z23, Z14
+	VFMADD231PS Z19, Z23, Z15
+	ADDQ        $64, SI
+	CMPQ        SI, AX
+	JB          dim4x4
+
+	// Pairs: per 128-bit lane of Z(2i), [a0+a2, b0+b2, a1+a3, b1+b3] of
+	// sums a = Z(2i), b = Z(2i+1).
+	VUNPCKLPS Z1, Z0, Z16
+	VUNPCKHPS Z1, Z0, Z17
+	VADDPS    Z17, Z16, Z0
+	VUNPCKLPS Z3, Z2, Z16
+	VUNPCKHPS Z3, Z2, Z17
+	VADDPS    Z17, Z16, Z2
+	VUNPCKLPS Z5, Z4, Z16
+	VUNPCKHPS Z5, Z4, Z17
+	VADDPS    Z17, Z16, Z4
+	VUNPCKLPS Z7, Z6, Z16
+	VUNPCKHPS Z7, Z6, Z17
+	VADDPS    Z17, Z16, Z6
+	VUNPCKLPS Z9, Z8, Z16
+	VUNPCKHPS Z9, Z8, Z17
+	VADDPS    Z17, Z16, Z8
+	VUNPCKLPS Z11, Z10, Z16
+	VUNPCKHPS Z11, Z10, Z17
+	VADDPS    Z17, Z16, Z10
+	VUNPCKLPS Z13, Z12, Z16
+	VUNPCKHPS Z13, Z12, Z17
+	VADDPS    Z17, Z16, Z12
+	VUNPCKLPS Z15, Z14, Z16
+	VUNPCKHPS Z15, Z14, Z17
+	VADDPS    Z17, Z16, Z14
+
+	// Quads: per 128-bit lane of Z(4i), a partial sum of each of its four.
+	VUNPCKLPD Z2, Z0, Z16
+	VUNPCKHPD Z2, Z0, Z17
+	VADDPS    Z17, Z16, Z0
+	VUNPCKLPD Z6, Z4, Z16
+	VUNPCKHPD Z6, Z4, Z17
+	VADDPS    Z17, Z16, Z4
+	VUNPCKLPD Z10, Z8, Z16
+	VUNPCKHPD Z10, Z8, Z17
+	VADDPS    Z17, Z16, Z8
+	VUNPCKLPD Z14, Z12, Z16
+	VUNPCKHPD Z14, Z12, Z17
+	VADDPS    Z17, Z16, Z12
+
+	// Across the 128-bit lanes: heads 0, 1 and 2, 3 in halves, then all
+	// four in order.
+	VSHUFF32X4 $0x88, Z4, Z0, Z16
+	VSHUFF32X4 $0xdd, Z4, Z0, Z17
+	VADDPS     Z17, Z16, Z0
+	VSHUFF32X4 $0x88, Z12, Z8, Z16
+	VSHUFF32X4 $0xdd, Z12, Z8, Z17
+	VADDPS     Z17, Z16, Z8
+	VSHUFF32X4 $0x88, Z8, Z0, Z16
+	VSHUFF32X4 $0xdd, Z8, Z0, Z17
+	VADDPS     Z17, Z16, Z0
+
+	VMAXPS        Z0, Z24, Z24
+	MOVQ          s0+0(FP), SI
+	VMOVUPS       X0, (SI)(DI*1)
+	MOVQ          s1+8(FP), SI
+	VEXTRACTF32X4 $1, Z0, (SI)(DI*1)
+	MOVQ          s2+16(FP), SI
+	VEXTRACTF32X4 $2, Z0, (SI)(DI*1)
+	MOVQ          s3+24(FP), SI
+	VEXTRACTF32X4 $3, Z0, (SI)(DI*1)
+	ADDQ          $16, DI
+	ADDQ          BX, DX
+	ADDQ          BX, R8
+	ADDQ          BX, R9
+	ADDQ          BX, R10
+	DECQ          CX
+	JNZ           keys4x4
+
+	VPERMILPS   $0x4e, Z24, Z25
+	VMAXPS      Z25, Z24, Z24
+	VPERMILPS   $0xb1, Z24, Z25
+	VMAXPS      Z25, Z24, Z24
+	MOVL        $0x1111, SI
+	KMOVW       SI, K1
+	MOVQ        mx+96(FP), SI
+	VCOMPRESSPS Z24, K1, (SI)
+	VZEROUPPER
+	RET
+

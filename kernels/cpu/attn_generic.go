@@ -15,3 +15,5 @@ func attnSoftmax(s []float32, ld, rows, cols int, m, l, alpha []float32) {
 }
 
 func attnExp(s []float32, mx float32) float32 { return attnExpGo(s, mx) }
+
+func attnScores4(s, q *[4][]float32, k []float32, stride, n int, mx *[4]float32) bool { return false }
