@@ -186,9 +186,11 @@ func (a *Attn) Decode(ps *AttnParts, i int, q, k, v []float32, lo, hi int, s *At
 			kb, vb := k[j0*ks+g*dh:], v[j0*ks+g*dh:]
 			// The group's scores and their maxes, four heads a call where
 			// the kernel takes them (padded by repeating the last head),
-			// else one head at a time.
+			// else one head at a time. Groups of two, half padding, took
+			// as long either way (one thread, 256 keys in L2), so they keep
+			// the per-head path.
 			i0 := 0
-			for ; G > 1 && i0 < G; i0 += 4 {
+			for ; G > 2 && i0 < G; i0 += 4 {
 				var sp, qh [4][]float32
 				var bm [4]float32
 				for t := range 4 {

@@ -156,7 +156,7 @@ func attnSplit(a Attn, dst, q, k, v []float32, L int) {
 // TestAttn checks the blocked (prefill), per-row and split (decode) attention, with
 // each kernel set this machine has, against float64 at the block edges: L
 // around the 64-key and query blocks, head dims around the 64-column tiles,
-// GQA groups 1, 4 and 8, with and without a sliding window, softcap and an
+// GQA groups 1, 3, 4, 6 and 8, with and without a sliding window, softcap and an
 // earlier cache (pos).
 func TestAttn(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
@@ -168,7 +168,7 @@ func TestAttn(t *testing.T) {
 	n := 0
 	for _, L := range []int{1, 2, 15, 16, 17, 63, 64, 65, 130} {
 		for _, dh := range []int{64, 80, 128, 256} {
-			for _, G := range []int{1, 4, 8} {
+			for _, G := range []int{1, 3, 4, 6, 8} { // 3 and 6 pad the four-head scores
 				vr := variants[n%len(variants)]
 				n++
 				hkv, pos := 2, vr.pos // smaller where the work is large, to keep the test quick
