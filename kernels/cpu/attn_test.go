@@ -157,14 +157,14 @@ func attnSplit(a Attn, dst, q, k, v []float32, L int) {
 // each kernel set this machine has, against float64 at the block edges: L
 // around the 64-key and query blocks, head dims around the 64-column tiles,
 // GQA groups 1, 3, 4, 6 and 8, with and without a sliding window, softcap and an
-// earlier cache (pos).
+// earlier cache (pos; at 700 the split's parts cross the 128-key decode blocks).
 func TestAttn(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	type variant struct {
 		pos, window int
 		softcap     float32
 	}
-	variants := []variant{{0, 0, 0}, {37, 0, 0}, {5, 24, 0}, {0, 70, 30}, {64, 17, 20}, {300, 0, 0}, {219, 150, 0}}
+	variants := []variant{{0, 0, 0}, {37, 0, 0}, {5, 24, 0}, {0, 70, 30}, {64, 17, 20}, {300, 0, 0}, {219, 150, 0}, {700, 0, 0}}
 	n := 0
 	for _, L := range []int{1, 2, 15, 16, 17, 63, 64, 65, 130} {
 		for _, dh := range []int{64, 80, 128, 256} {
