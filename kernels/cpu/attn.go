@@ -161,9 +161,9 @@ func (p *AttnParts) Reset(a *Attn, n int) {
 // a K row's slice and of a V row's, four at a time (attnScores4, attnTile).
 // Sharing the K reads too took a decode step's attention over 1024 cached
 // positions from 4.5–5.1 to 3.9–4.3 ms per token (the 1B shape, 2 threads,
-// Zen 4; one thread over 256 keys in L2: 256 to 163 ns a key). The result is part i of ps (see
-// [AttnParts]); [Attn.Merge] combines the parts. q (Heads·HeadDim); s's
-// scores grow to attnDecodeKeys.
+// Zen 4; one thread over 256 keys in L2: 256 to 163 ns a key). The result
+// is part i of ps (see [AttnParts]); [Attn.Merge] combines the parts. q
+// (Heads·HeadDim); s's scores grow to attnDecodeKeys.
 func (a *Attn) Decode(ps *AttnParts, i int, q, k, v []float32, lo, hi int, s *AttnScratch) {
 	dh, G, H := a.HeadDim, a.Heads/a.KVHeads, a.Heads
 	o, m, l := ps.o[i*H*dh:(i+1)*H*dh], ps.m[i*H:(i+1)*H], ps.l[i*H:(i+1)*H]

@@ -16,7 +16,7 @@ func TestAttnScores4(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	ran := false
 	for _, dh := range []int{16, 48, 64, 80, 128, 256} {
-		for _, n := range []int{4, 8, 28, 32} {
+		for _, n := range []int{4, 8, 28, 32, 124, 128} { // attnDecodeKeys = 128
 			for _, heads := range [][4]int{{0, 1, 2, 3}, {0, 1, 2, 2}, {3, 0, 0, 0}} {
 				stride := 4*dh + 3 // four KV heads a row, unaligned
 				k := randVec(r, n*stride+dh)
