@@ -20,6 +20,9 @@ type Backend interface {
 
 	// New returns a zeroed f32 tensor of the given shape on the device.
 	New(shape ...int) *Tensor
+	// NewF16 returns a zeroed f16 tensor on the device: a KV cache that
+	// CopyRows rounds into (to nearest, ties to even) and Attention reads.
+	NewF16(shape ...int) *Tensor
 	// Upload makes a host tensor (Data set, e.g. mmap'd weights) usable by ops.
 	// It may return t itself (CPU) or a device copy.
 	Upload(t *Tensor) (*Tensor, error)
@@ -78,7 +81,7 @@ type RoPE struct {
 // AttnParams describes causal grouped-query attention over a KV cache.
 //
 // q and dst are (L, H·Dh) for tokens at positions [pos, pos+L). k and v are the
-// cache (maxSeq, Hkv·Dh); rows [0, pos+L) are valid. Query head h reads KV head
+// cache (maxSeq, Hkv·Dh), f32 or f16 (see NewF16); rows [0, pos+L) are valid. Query head h reads KV head
 // h/(H/Hkv). Query i attends key j iff j ≤ pos+i and, when Window > 0,
 // j > pos+i−Window.
 type AttnParams struct {

@@ -46,6 +46,13 @@ func (c *CPU) New(shape ...int) *Tensor {
 	return FromF32(make([]float32, n), shape...)
 }
 
+// NewF16 returns a zeroed f16 tensor of the given shape.
+func (c *CPU) NewF16(shape ...int) *Tensor {
+	t := &Tensor{DType: DTypeF16, Shape: append([]int(nil), shape...)}
+	t.Data = make([]byte, 2*t.Len())
+	return t
+}
+
 // Upload checks a host tensor and attaches its [cpu.Weight] view. It copies
 // nothing, except the 4/8-bit weights this CPU's kernels read in their own
 // layout (see [cpu.Prepare]): those move there in one copy, and the tensor
@@ -239,7 +246,7 @@ func (c *CPU) Attention(dst, q, k, v *Tensor, pos int, p *AttnParams) {
 	if k.Cols() != kw || v.Cols() != kw || k.NumRows() < pos+L || v.NumRows() < pos+L || p.Heads%p.KVHeads != 0 {
 		panic(fmt.Sprintf("kernels: Attention: k %v, v %v for pos %d, L %d, %d/%d heads of %d", k.Shape, v.Shape, pos, L, p.Heads, p.KVHeads, p.HeadDim))
 	}
-	c.attn = attnTask{c: c, dst: dst.F32(), q: q.F32(), k: k.F32(), v: v.F32(), L: L, a: cpu.Attn{
+	c.attn = attnTask{c: c, dst: dst.F32(), q: q.F32(), k: cacheKV(k), v: cacheKV(v), L: L, a: cpu.Attn{
 		Heads: p.Heads, KVHeads: p.KVHeads, HeadDim: p.HeadDim,
 		Pos: pos, Window: p.Window, Scale: p.Scale, Softcap: p.Softcap,
 	}}
@@ -272,7 +279,7 @@ const attnPartKeys = 128
 type attnTask struct {
 	c      *CPU
 	dst, q []float32
-	k, v   []float32
+	k, v   cpu.KV
 	L      int
 	a      cpu.Attn
 	blocks int // query blocks per KV head; 0: one row and head per index
@@ -301,8 +308,6 @@ func (t *attnTask) Do(lo, hi int) {
 		}
 		return
 	}
-	n := a.Pos + (hi-1)/a.Heads + 1 // keys the last row of this range sees
-	scores := s.Scores(n)
 	dh, group := a.HeadDim, a.Heads/a.KVHeads
 	for i := lo; i < hi; i++ {
 		l, h := i/a.Heads, i%a.Heads
@@ -312,7 +317,7 @@ func (t *attnTask) Do(lo, hi int) {
 			start = max(0, end-a.Window)
 		}
 		o := (l*a.Heads + h) * dh
-		cpu.Attention(t.dst[o:o+dh], t.q[o:o+dh], t.k, t.v, a.KVHeads*dh, (h/group)*dh, start, end, a.Scale, a.Softcap, scores)
+		cpu.Attention(t.dst[o:o+dh], t.q[o:o+dh], t.k, t.v, a.KVHeads*dh, (h/group)*dh, start, end, a.Scale, a.Softcap, s)
 	}
 }
 
@@ -394,10 +399,25 @@ func (c *CPU) Softcap(x *Tensor, cap float32) { cpu.Softcap(x.F32(), cap) }
 
 // CopyRows copies src's rows into dst starting at row.
 func (c *CPU) CopyRows(dst, src *Tensor, row int) {
-	if src.Cols() != dst.Cols() || row < 0 || row+src.NumRows() > dst.NumRows() {
-		panic(fmt.Sprintf("kernels: CopyRows: src %v into dst %v at row %d", src.Shape, dst.Shape, row))
+	if src.Cols() != dst.Cols() || row < 0 || row+src.NumRows() > dst.NumRows() || (dst.DType != DTypeF32 && dst.DType != DTypeF16) {
+		panic(fmt.Sprintf("kernels: CopyRows: %s src %v into %s dst %v at row %d", src.DType, src.Shape, dst.DType, dst.Shape, row))
+	}
+	if dst.DType == DTypeF16 {
+		cpu.F32sToF16(dst.U16()[row*dst.Cols():], src.F32())
+		return
 	}
 	copy(dst.F32()[row*dst.Cols():], src.F32())
+}
+
+// cacheKV views a KV cache tensor (f32 or f16) for the attention kernels.
+func cacheKV(t *Tensor) cpu.KV {
+	switch t.DType {
+	case DTypeF32:
+		return cpu.KV{F32: t.F32()}
+	case DTypeF16:
+		return cpu.KV{F16: t.U16()}
+	}
+	panic("kernels: Attention: " + t.DType.String() + " KV cache")
 }
 
 // Sync returns ctx's error, if any: CPU ops have already completed.

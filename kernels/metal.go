@@ -128,9 +128,14 @@ func (m *Metal) newBuffer(n int) (metal.Buffer, error) {
 
 // New returns a zeroed f32 tensor in a new device buffer. It panics if the
 // device cannot allocate it.
-func (m *Metal) New(shape ...int) *Tensor {
-	t := &Tensor{DType: DTypeF32, Shape: append([]int(nil), shape...)}
-	b, err := m.newBuffer(4 * t.Len())
+func (m *Metal) New(shape ...int) *Tensor { return m.alloc(DTypeF32, shape) }
+
+// NewF16 returns a zeroed f16 tensor of the given shape in a new buffer.
+func (m *Metal) NewF16(shape ...int) *Tensor { return m.alloc(DTypeF16, shape) }
+
+func (m *Metal) alloc(dt DType, shape []int) *Tensor {
+	t := &Tensor{DType: dt, Shape: append([]int(nil), shape...)}
+	b, err := m.newBuffer(dt.Bits() / 8 * t.Len())
 	if err != nil {
 		panic(err)
 	}

@@ -37,7 +37,8 @@ const (
 // with one simdgroup per query head of the group, then a reduce. L > 1 is tiled
 // (attn_prefill_f32): one threadgroup per (KV head, tile of rows), rows chosen
 // so a tile has about 8 simdgroups. Both stage blk keys of K and V per step in
-// threadgroup memory, read once for all the query heads of a KV head.
+// threadgroup memory, read once for all the query heads of a KV head; an f16
+// cache (the _f16_f32 kernels) is widened to floats as it is staged.
 func (m *Metal) Attention(dst, q, k, v *Tensor, pos int, p *AttnParams) {
 	L := q.NumRows()
 	H, Hkv, Dh := p.Heads, p.KVHeads, p.HeadDim
@@ -48,6 +49,9 @@ func (m *Metal) Attention(dst, q, k, v *Tensor, pos int, p *AttnParams) {
 		panic(fmt.Sprintf("kernels: Attention: k %v, v %v for pos %d, L %d, %d/%d heads of %d", k.Shape, v.Shape, pos, L, H, Hkv, Dh))
 	}
 	group := H / Hkv
+	if k.DType != v.DType || (k.DType != DTypeF32 && k.DType != DTypeF16) {
+		panic(fmt.Sprintf("kernels: Attention: %s k, %s v (want f32 or f16, both alike)", k.DType, v.DType))
+	}
 	if Dh > attnMaxDh || group > attnMaxSG {
 		panic(fmt.Sprintf("kernels: Attention: head dim %d (max %d) or %d query heads per KV head (max %d) unsupported by the metal kernels", Dh, attnMaxDh, group, attnMaxSG))
 	}
@@ -62,7 +66,7 @@ func (m *Metal) Attention(dst, q, k, v *Tensor, pos int, p *AttnParams) {
 	if L > 1 {
 		rows := max(1, min(attnWarps, attnMaxSG)/group)
 		a.Rows, a.Splits, a.SplitLen = uint32(rows), 1, uint32(pos+L)
-		m.begin("attn_prefill_f32")
+		m.begin(attnKernel(false, k.DType))
 		setArgs(m, a)
 		m.bindAttn(q, k, v, blk, Dh)
 		m.out(4, dst)
@@ -85,7 +89,7 @@ func (m *Metal) Attention(dst, q, k, v *Tensor, pos int, p *AttnParams) {
 	if part == nil {
 		return
 	}
-	m.begin("attn_decode_f32")
+	m.begin(attnKernel(true, k.DType))
 	setArgs(m, a)
 	m.bindAttn(q, k, v, blk, Dh)
 	m.bind(4, part, 0, true)
@@ -96,6 +100,19 @@ func (m *Metal) Attention(dst, q, k, v *Tensor, pos int, p *AttnParams) {
 	m.bind(1, part, 0, false)
 	m.out(2, dst)
 	m.run(metal.Size{W: L * H, H: 1, D: 1}, metal.Size{W: 32, H: 1, D: 1})
+}
+
+// attnKernel names the prefill or decode kernel for a cache of type kv.
+func attnKernel(decode bool, kv DType) string {
+	switch {
+	case decode && kv == DTypeF16:
+		return "attn_decode_f16_f32"
+	case decode:
+		return "attn_decode_f32"
+	case kv == DTypeF16:
+		return "attn_prefill_f16_f32"
+	}
+	return "attn_prefill_f32"
 }
 
 func (m *Metal) bindAttn(q, k, v *Tensor, blk, Dh int) {

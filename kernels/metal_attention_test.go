@@ -48,24 +48,44 @@ func TestMetalAttention(t *testing.T) {
 		if c.softcap > 0 {
 			name += fmt.Sprintf("/softcap=%g", c.softcap)
 		}
-		t.Run(name, func(t *testing.T) {
-			S := c.pos + c.L + 3 // cache rows beyond pos+L must be ignored
-			qw, kw := c.H*c.Dh, c.Hkv*c.Dh
-			q, k, v := randn(c.L*qw, 1), randn(S*kw, 2), randn(S*kw, 3)
-			for i := range q {
-				q[i] *= 3 // a sharper softmax than unit scores
-			}
-			p := &AttnParams{Heads: c.H, KVHeads: c.Hkv, HeadDim: c.Dh, Scale: float32(1 / math.Sqrt(float64(c.Dh))), Window: c.window, Softcap: c.softcap}
-			want := make([]float32, c.L*qw)
-			cpuRef(func(cp *CPU) {
-				cp.Attention(FromF32(want, c.L, qw), FromF32(q, c.L, qw), FromF32(k, S, kw), FromF32(v, S, kw), c.pos, p)
+		for _, f16 := range []bool{false, true} {
+			t.Run(name+map[bool]string{false: "/f32", true: "/f16"}[f16], func(t *testing.T) {
+				S := c.pos + c.L + 3 // cache rows beyond pos+L must be ignored
+				qw, kw := c.H*c.Dh, c.Hkv*c.Dh
+				q, k, v := randn(c.L*qw, 1), randn(S*kw, 2), randn(S*kw, 3)
+				for i := range q {
+					q[i] *= 3 // a sharper softmax than unit scores
+				}
+				p := &AttnParams{Heads: c.H, KVHeads: c.Hkv, HeadDim: c.Dh, Scale: float32(1 / math.Sqrt(float64(c.Dh))), Window: c.window, Softcap: c.softcap}
+				want := make([]float32, c.L*qw)
+				cpuRef(func(cp *CPU) {
+					kc, vc := FromF32(k, S, kw), FromF32(v, S, kw)
+					if f16 {
+						kc, vc = cacheF16(cp, kc), cacheF16(cp, vc)
+					}
+					cp.Attention(FromF32(want, c.L, qw), FromF32(q, c.L, qw), kc, vc, c.pos, p)
+				})
+				kc, vc := put(m, k, S, kw), put(m, v, S, kw)
+				if f16 {
+					kc, vc = cacheF16(m, kc), cacheF16(m, vc)
+				}
+				dst := m.New(c.L, qw)
+				m.Attention(dst, put(m, q, c.L, qw), kc, vc, c.pos, p)
+				n, a := closeTo(t, get(t, m, dst), want, attnTol)
+				t.Logf("NMSE %.2g max-abs %.2g", n, a)
 			})
-			dst := m.New(c.L, qw)
-			m.Attention(dst, put(m, q, c.L, qw), put(m, k, S, kw), put(m, v, S, kw), c.pos, p)
-			n, a := closeTo(t, get(t, m, dst), want, attnTol)
-			t.Logf("NMSE %.2g max-abs %.2g", n, a)
-		})
+		}
 	}
+}
+
+// cacheF16 returns an f16 cache holding x's rows, written by b's CopyRows in
+// two parts (a prefill's rows, then one row).
+func cacheF16(b Backend, x *Tensor) *Tensor {
+	rows := x.NumRows()
+	c := b.NewF16(rows, x.Cols())
+	b.CopyRows(c, x.Rows(0, rows-1), 0)
+	b.CopyRows(c, x.Rows(rows-1, rows), rows-1)
+	return c
 }
 
 // BenchmarkMetalAttention measures one flash-decoding step (decode + reduce).

@@ -52,15 +52,20 @@ func (m *Metal) Softcap(x *Tensor, c float32) {
 	m.run(grid1(n))
 }
 
-// CopyRows copies src's rows into dst from row on (copy_f32).
+// CopyRows copies src's rows into dst from row on (copy_f32), rounding them
+// to halves for an f16 dst (copy_f16_f32).
 func (m *Metal) CopyRows(dst, src *Tensor, row int) {
-	if src.Cols() != dst.Cols() || row < 0 || row+src.NumRows() > dst.NumRows() {
-		panic(fmt.Sprintf("kernels: CopyRows: src %v into dst %v at row %d", src.Shape, dst.Shape, row))
+	if src.Cols() != dst.Cols() || row < 0 || row+src.NumRows() > dst.NumRows() || (dst.DType != DTypeF32 && dst.DType != DTypeF16) {
+		panic(fmt.Sprintf("kernels: CopyRows: %s src %v into %s dst %v at row %d", src.DType, src.Shape, dst.DType, dst.Shape, row))
 	}
 	n := src.Len()
-	m.begin("copy_f32")
+	if dst.DType == DTypeF16 {
+		m.begin("copy_f16_f32")
+	} else {
+		m.begin("copy_f32")
+	}
 	setArgs(m, unaryArgs{N: uint32(n)})
 	m.in(1, src)
-	m.bind(2, bufOf("CopyRows", dst), dst.Off+4*row*dst.Cols(), true)
+	m.bind(2, bufOf("CopyRows", dst), dst.Off+dst.DType.RowBytes(dst.Cols())*row, true)
 	m.run(grid1(n))
 }

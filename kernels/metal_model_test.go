@@ -34,12 +34,18 @@ func metalEmu(t *testing.T) kernels.Backend {
 
 func load(t *testing.T, dir string, b kernels.Backend) *model.Model {
 	t.Helper()
-	return loadCtx(t, dir, b, 64)
+	return loadOpts(t, dir, model.Options{Backend: b, Context: 64})
 }
 
 func loadCtx(t *testing.T, dir string, b kernels.Backend, ctxLen int) *model.Model {
 	t.Helper()
-	m, err := model.Load(context.Background(), dir, model.Options{Backend: b, Threads: 2, Context: ctxLen})
+	return loadOpts(t, dir, model.Options{Backend: b, Context: ctxLen})
+}
+
+func loadOpts(t *testing.T, dir string, o model.Options) *model.Model {
+	t.Helper()
+	o.Threads = 2
+	m, err := model.Load(context.Background(), dir, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,10 +69,20 @@ func nmse(got, want []float32) (e, maxAbs float64) {
 // TestMetalModelParity runs random-weight models of each family switch through
 // the metal-emu backend and the CPU backend: a 7-token prefill (tiled matmul
 // and attention) then decode steps through the KV cache (mat-vec, flash
-// decoding), comparing every step's logits.
+// decoding), comparing every step's logits; some also with an f16 cache.
 func TestMetalModelParity(t *testing.T) {
+	type tc struct {
+		name string
+		kv   kernels.DType
+	}
+	var cases []tc
 	for _, name := range []string{"llama3", "qwen2", "qwen3", "gemma2-swa", "phi3", "mistral", "gemma", "llama3-bf16"} {
-		t.Run(name, func(t *testing.T) {
+		cases = append(cases, tc{name, kernels.DTypeF32})
+	}
+	cases = append(cases, tc{"llama3", kernels.DTypeF16}, tc{"gemma2-swa", kernels.DTypeF16})
+	for _, c := range cases {
+		name := c.name
+		t.Run(name+"/"+c.kv.String(), func(t *testing.T) {
 			dir := filepath.Join(refDir, name)
 			var ref struct {
 				InputIDs []int32 `json:"input_ids"`
@@ -78,7 +94,8 @@ func TestMetalModelParity(t *testing.T) {
 			if err := json.Unmarshal(b, &ref); err != nil {
 				t.Fatal(err)
 			}
-			gm, cm := load(t, dir, metalEmu(t)), load(t, dir, nil)
+			gm := loadOpts(t, dir, model.Options{Backend: metalEmu(t), Context: 64, KV: c.kv})
+			cm := loadOpts(t, dir, model.Options{Context: 64, KV: c.kv})
 			ids := ref.InputIDs
 			for len(ids) < 12 {
 				ids = append(ids, ids...)

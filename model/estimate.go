@@ -7,8 +7,8 @@ import (
 
 // Estimate returns, without loading, the bytes a model directory will occupy on a
 // device with options o: the weights (from the safetensors files' sizes, scaled down
-// when o.Quant quantizes them on load) and the KV cache (f32 K and V for every layer
-// over the context window). It is what memory admission compares with a device's
+// when o.Quant quantizes them on load) and the KV cache (K and V of type o.KV
+// for every layer over the context window). It is what memory admission compares with a device's
 // working-set limit.
 func Estimate(dir string, o Options) (weights, cache int64, err error) {
 	cfg, err := loadConfig(dir)
@@ -34,6 +34,5 @@ func Estimate(dir string, o Options) (weights, cache int64, err error) {
 			n = min(n, cfg.MaxPositions)
 		}
 	}
-	cache = int64(2*cfg.NumLayers*n*cfg.NumKVHeads*cfg.HeadDim) * 4
-	return weights, cache, nil
+	return weights, cacheBytes(cfg, n, o.KV), nil
 }

@@ -25,6 +25,7 @@ type Options struct {
 	Backend    kernels.Backend // nil: a CPU backend owned (and closed) by the Model
 	Threads    int             // CPU threads when Backend is nil; 0: all
 	Context    int             // KV cache length in tokens; 0: min(max_position_embeddings, 4096)
+	KV         kernels.DType   // KV cache element type: f32 (the zero value) or f16 (half the memory)
 	Batch      int             // prefill chunk in tokens; 0: 512
 	Quant      int             // quantize float weights on load to MLX affine with these bits (2–8); 0: keep
 	QuantGroup int             // group size for Quant; 0: 64
@@ -97,6 +98,9 @@ func Load(ctx context.Context, dir string, o Options) (*Model, error) {
 // build loads the network through l onto the backend of o (made here if nil) and
 // allocates the cache and activations.
 func build(cfg *Config, eos []int32, l *loader, o Options) (*Model, error) {
+	if o.KV != kernels.DTypeF32 && o.KV != kernels.DTypeF16 {
+		return nil, fmt.Errorf("model: KV cache type %s: want f32 or f16", o.KV)
+	}
 	m := &Model{Config: cfg, EOS: eos, b: o.Backend}
 	if m.b == nil {
 		m.b, m.ownB = kernels.NewCPU(o.Threads), true
@@ -134,7 +138,7 @@ func build(cfg *Config, eos []int32, l *loader, o Options) (*Model, error) {
 	if batch <= 0 {
 		batch = 512
 	}
-	m.cache = newCache(m.b, cfg, n)
+	m.cache = newCache(m.b, cfg, n, o.KV)
 	m.batch = newActs(m.b, cfg, min(batch, n))
 	m.one = newActs(m.b, cfg, 1)
 	if o.Progress != nil {

@@ -20,6 +20,8 @@
 // and each lane accumulates head_dim/32 output dimensions from the staged V,
 // taking each key's weight with simd_shuffle.
 //
+// The _f16_f32 forms read an f16 cache, widened exactly as it is staged.
+//
 // attn_decode_f32 (L = 1, flash-decoding): the same loop with rows = 1 and the
 // keys [key0, end) cut into `splits` contiguous ranges of split_len keys, one per
 // threadgroup (grid (Hkv, 1, splits)), so a long cache spreads over the GPU;
@@ -40,12 +42,12 @@ using namespace metal;
 // infinities, so masks are explicit and the running max starts finite.
 #define ATTN_NEG (-FLT_MAX)
 
-template <bool DECODE>
+template <bool DECODE, typename KV>
 kernel void attn(
         constant attn_args & args [[buffer(0)]],
         device const float * q    [[buffer(1)]],
-        device const float * k    [[buffer(2)]],
-        device const float * v    [[buffer(3)]],
+        device const KV    * k    [[buffer(2)]],
+        device const KV    * v    [[buffer(3)]],
         device       float * out  [[buffer(4)]],
         threadgroup  float * ks   [[threadgroup(0)]],
         threadgroup  float * vs   [[threadgroup(1)]],
@@ -83,8 +85,8 @@ kernel void attn(
         for (uint i = tid; i < n * Dh; i += ntg) {
             const uint r = i / Dh, c = i % Dh;
             const ulong src = (ulong)(jb + r) * kvw + g * Dh + c;
-            ks[r * args.kstride + c] = k[src];
-            vs[r * Dh + c] = v[src];
+            ks[r * args.kstride + c] = float(k[src]);
+            vs[r * Dh + c] = float(v[src]);
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
 
@@ -147,9 +149,12 @@ kernel void attn(
     }
 }
 
-typedef decltype(attn<false>) attn_t;
-template [[host_name("attn_prefill_f32")]] kernel attn_t attn<false>;
-template [[host_name("attn_decode_f32")]]  kernel attn_t attn<true>;
+typedef decltype(attn<false, float>) attn_t;
+template [[host_name("attn_prefill_f32")]] kernel attn_t attn<false, float>;
+template [[host_name("attn_decode_f32")]]  kernel attn_t attn<true, float>;
+typedef decltype(attn<false, half>) attn_half_t;
+template [[host_name("attn_prefill_f16_f32")]] kernel attn_half_t attn<false, half>;
+template [[host_name("attn_decode_f16_f32")]]  kernel attn_half_t attn<true, half>;
 
 // attn_reduce_f32: one threadgroup per (row, head) = part row; threads stride
 // head_dim. Every thread recomputes the (≤ 64) split weights itself, so no

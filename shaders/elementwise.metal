@@ -6,6 +6,7 @@
 //   glu_gelu_f32:      y[i] = gelu(g[i])·u[i],       ½x(1 + erf(x/√2))
 //   softcap_f32:       x[i] = c·tanh(x[i]/c)         (in place)
 //   copy_f32:          y[i] = x[i]                   (KV cache rows; offsets bound by the host)
+//   copy_f16_f32:      y[i] = half(x[i])             (f16 KV cache rows; round to nearest even)
 //
 // Grid: ⌈n/256⌉ threadgroups of 256 threads; thread i handles element i.
 // Every op may run in place (y aliasing an input): each thread reads its inputs
@@ -93,5 +94,15 @@ kernel void copy_f32(
         uint i [[thread_position_in_grid]]) {
     if (i < args.n) {
         y[i] = x[i];
+    }
+}
+
+kernel void copy_f16_f32(
+        constant unary_args & args [[buffer(0)]],
+        device const float  * x    [[buffer(1)]],
+        device       half   * y    [[buffer(2)]],
+        uint i [[thread_position_in_grid]]) {
+    if (i < args.n) {
+        y[i] = half(x[i]);
     }
 }

@@ -72,7 +72,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 // genFlags are the flags of the default (generate) command.
 type genFlags struct {
 	model, prompt, promptIDs, backend string
-	quant                             string
+	quant, kv                         string
 	n, topK, threads, ctxLen          int
 	temp, topP, minP, repeatPenalty   float64
 	seed                              uint64
@@ -103,6 +103,7 @@ func parseGenFlags(args []string, stderr io.Writer) (*genFlags, error) {
 	fs.StringVar(&f.quant, "quant", "", "quantize f32/f16/bf16 weights on load: q4 or q8 (MLX affine, group 64)")
 	fs.IntVar(&f.threads, "threads", 0, "CPU threads (0: all cores)")
 	fs.IntVar(&f.ctxLen, "ctx", 0, "context window in tokens (0: min(max_position_embeddings, 4096))")
+	fs.StringVar(&f.kv, "kv", "f32", "KV cache type: f32 (exact) or f16 (half the memory; keys and values rounded to halves)")
 	fs.BoolVar(&f.ignoreEOS, "ignore-eos", false, "keep generating past end-of-sequence tokens")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object at the end instead of streaming")
 	fs.BoolVar(&f.chat, "chat", false, "interactive multi-turn chat using the model's chat template")
@@ -169,6 +170,13 @@ func generate(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		o.Quant = int(f.quant[1] - '0')
 	default:
 		return fmt.Errorf("-quant %q: want q4 or q8", f.quant)
+	}
+	switch f.kv {
+	case "f32":
+	case "f16":
+		o.KV = kernels.DTypeF16
+	default:
+		return fmt.Errorf("-kv %q: want f32 or f16", f.kv)
 	}
 	b, err := openBackend(f.backend, f.threads, dir, o, stderr)
 	if err != nil {

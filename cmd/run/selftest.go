@@ -272,10 +272,13 @@ func selftestCases() []selftestCase {
 		window     int
 		softcap    float32
 		h, hkv, dh int
+		f16        bool // an f16 cache, written by CopyRows
 	}{
-		{"decode pos 300 GQA 8/2 Dh 64", 1, 300, 0, 0, 8, 2, 64},
-		{"prefill L=9 MHA 4/4 Dh 128", 9, 0, 0, 0, 4, 4, 128},
-		{"prefill L=7 pos 40 window 16 softcap 30", 7, 40, 16, 30, 4, 2, 32},
+		{"decode pos 300 GQA 8/2 Dh 64", 1, 300, 0, 0, 8, 2, 64, false},
+		{"prefill L=9 MHA 4/4 Dh 128", 9, 0, 0, 0, 4, 4, 128, false},
+		{"prefill L=7 pos 40 window 16 softcap 30", 7, 40, 16, 30, 4, 2, 32, false},
+		{"decode pos 300 GQA 8/2 Dh 64, f16 cache", 1, 300, 0, 0, 8, 2, 64, true},
+		{"prefill L=9 pos 5 GQA 8/2 Dh 64, f16 cache", 9, 5, 0, 0, 8, 2, 64, true},
 	} {
 		cs = append(cs, selftestCase{"attention", at.name, func(b kernels.Backend) ([]float32, error) {
 			n := at.pos + at.L
@@ -284,6 +287,12 @@ func selftestCases() []selftestCase {
 			v, err := input(b, randF32(15, n*at.hkv*at.dh, 1), n, at.hkv*at.dh)
 			if err != nil {
 				return nil, err
+			}
+			if at.f16 {
+				k16, v16 := b.NewF16(n, at.hkv*at.dh), b.NewF16(n, at.hkv*at.dh)
+				b.CopyRows(k16, k, 0)
+				b.CopyRows(v16, v, 0)
+				k, v = k16, v16
 			}
 			dst := b.New(at.L, at.h*at.dh)
 			p := &kernels.AttnParams{Heads: at.h, KVHeads: at.hkv, HeadDim: at.dh, Scale: float32(1 / math.Sqrt(float64(at.dh))), Window: at.window, Softcap: at.softcap}

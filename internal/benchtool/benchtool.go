@@ -39,6 +39,7 @@ type Result struct {
 	BWFraction  float64 `json:"bw_fraction"` // gb_s / bandwidth_gb_s
 	GFLOPs      float64 `json:"gflop_s"`
 	WeightBytes int64   `json:"weight_bytes"`
+	KV          string  `json:"kv"`             // the KV cache's type: f32 or f16
 	BandwidthGB float64 `json:"bandwidth_gb_s"` // the probe (a multi-threaded read of 512 MB) over the test: its bytes ÷ the time they take at each stretch's probe figure (see run)
 
 	// kernel tests (see kernels.go): tok_s is calls per second
@@ -103,6 +104,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	threads := fs.Int("threads", 0, "CPU threads (0: all physical cores)")
 	reps := fs.Int("reps", 3, "repetitions per test")
 	backend := fs.String("backend", "cpu", "backend: cpu, metal, metal-emu (the MSL interpreter: slow) or auto")
+	kv := fs.String("kv", "f32", "KV cache type: f32 or f16")
 	asJSON := fs.Bool("json", false, "print a JSON array instead of a table")
 	seed := fs.Uint64("seed", 1, "seed of the synthetic weights and prompt tokens")
 	verbose := fs.Bool("v", false, "log details to stderr")
@@ -117,14 +119,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		level = slog.LevelDebug
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})))
-	if err := run(ctx, *dir, *shape, *dtype, *tests, *threads, *reps, *backend, *asJSON, *seed, stdout, stderr); err != nil {
+	if err := run(ctx, *dir, *shape, *dtype, *tests, *threads, *reps, *backend, *kv, *asJSON, *seed, stdout, stderr); err != nil {
 		fmt.Fprintln(stderr, "bench:", err)
 		return 1
 	}
 	return 0
 }
 
-func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int, backend string, asJSON bool, seed uint64, stdout, stderr io.Writer) error {
+func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int, backend, kv string, asJSON bool, seed uint64, stdout, stderr io.Writer) error {
 	ts, err := parseTests(tests)
 	if err != nil {
 		return err
@@ -138,6 +140,14 @@ func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int
 	dt, err := parseDType(dtype)
 	if err != nil {
 		return err
+	}
+	kvt := kernels.DTypeF32
+	switch kv {
+	case "f32":
+	case "f16":
+		kvt = kernels.DTypeF16
+	default:
+		return fmt.Errorf("-kv %q: want f32 or f16", kv)
 	}
 	maxPP := 1
 	for _, t := range ts {
@@ -160,7 +170,7 @@ func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int
 		return err
 	}
 	defer b.Close()
-	o := model.Options{Backend: b, Context: ctxLen, Batch: maxPP}
+	o := model.Options{Backend: b, Context: ctxLen, Batch: maxPP, KV: kvt}
 	progress(stderr, "loading %s", nameOf(dir, shape))
 	var m *model.Model
 	if dir != "" {
@@ -187,7 +197,7 @@ func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int
 	var results []Result
 	for _, t := range ts {
 		if t.kernel {
-			rs, err := runKernels(ctx, b, m.Config, dt, dtype, nameOf(dir, shape), t, threads, reps, probe, seed, stderr)
+			rs, err := runKernels(ctx, b, m.Config, dt, kvt, dtype, nameOf(dir, shape), t, threads, reps, probe, seed, stderr)
 			if err != nil {
 				return err
 			}
@@ -261,7 +271,7 @@ func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int
 		}
 		mean, sd := meanSD(rates)
 		res := Result{Model: nameOf(dir, shape), DType: dtype, Backend: b.Name(), Threads: threads, Test: t.name, Reps: reps,
-			TokS: mean, TokSSD: sd, WeightBytes: m.WeightBytes()}
+			TokS: mean, TokSSD: sd, WeightBytes: m.WeightBytes(), KV: kv}
 		if t.prefill {
 			res.GBs = wb * mean / float64(t.n) / 1e9
 			res.GFLOPs = prefillFLOPs(m.Config, t.n) * mean / float64(t.n) / 1e9
@@ -280,17 +290,17 @@ func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int
 		return enc.Encode(results)
 	}
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(w, "model\tdtype\tbackend\tthreads\ttest\ttok/s\tGB/s\tbandwidth GB/s\t%% of it\tGFLOP/s\t\n")
+	fmt.Fprintf(w, "model\tdtype\tkv\tbackend\tthreads\ttest\ttok/s\tGB/s\tbandwidth GB/s\t%% of it\tGFLOP/s\t\n")
 	for _, r := range results {
 		if r.USPerCall > 0 {
 			us := fmt.Sprintf("%.1f µs", r.USPerCall)
 			if r.GPUUSPerCall > 0 {
 				us += fmt.Sprintf(" (GPU %.1f µs)", r.GPUUSPerCall)
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%.1f\t%.1f\t%.0f%%\t%.1f\t\n", r.Model, r.DType, r.Backend, r.Threads, r.Test, us, r.GBs, r.BandwidthGB, 100*r.BWFraction, r.GFLOPs)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%.1f\t%.1f\t%.0f%%\t%.1f\t\n", r.Model, r.DType, r.KV, r.Backend, r.Threads, r.Test, us, r.GBs, r.BandwidthGB, 100*r.BWFraction, r.GFLOPs)
 			continue
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%.2f ± %.2f\t%.1f\t%.1f\t%.0f%%\t%.1f\t\n", r.Model, r.DType, r.Backend, r.Threads, r.Test, r.TokS, r.TokSSD, r.GBs, r.BandwidthGB, 100*r.BWFraction, r.GFLOPs)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%.2f ± %.2f\t%.1f\t%.1f\t%.0f%%\t%.1f\t\n", r.Model, r.DType, r.KV, r.Backend, r.Threads, r.Test, r.TokS, r.TokSSD, r.GBs, r.BandwidthGB, 100*r.BWFraction, r.GFLOPs)
 	}
 	return w.Flush()
 }

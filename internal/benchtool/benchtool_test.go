@@ -43,6 +43,30 @@ func TestJSONContract(t *testing.T) {
 	}
 }
 
+// TestKVFlag runs a decode at depth over an f16 KV cache and rejects other
+// cache types.
+func TestKVFlag(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := Main(context.Background(), []string{"-shape", "qwen2.5-0.5b", "-dtype", "q8", "-kv", "f16", "-test", "tg2@d5,attn16", "-reps", "1", "-threads", "2", "-json"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal(out.Bytes(), &rows); err != nil || len(rows) != 2 {
+		t.Fatalf("rows %v (%v)\n%s", rows, err, out.String())
+	}
+	for _, r := range rows {
+		if r["kv"] != "f16" || r["tok_s"].(float64) <= 0 {
+			t.Errorf("row %v", r)
+		}
+	}
+	out.Reset()
+	errb.Reset()
+	if code := Main(context.Background(), []string{"-kv", "bf16", "-test", "tg1"}, &out, &errb); code == 0 || !strings.Contains(errb.String(), `-kv "bf16": want f32 or f16`) {
+		t.Errorf("-kv bf16: exit %d, stderr %q", code, errb.String())
+	}
+}
+
 func TestParseTests(t *testing.T) {
 	ts, err := parseTests("pp512, tg128")
 	if err != nil || len(ts) != 2 || !ts[0].prefill || ts[0].n != 512 || ts[1].prefill || ts[1].n != 128 {

@@ -54,7 +54,7 @@ type kernelCase struct {
 	run          func()
 }
 
-func kernelTests(ctx context.Context, b kernels.Backend, cfg *model.Config, dt kernels.DType, name string, n, reps, threads int, seed uint64) ([]kernelCase, error) {
+func kernelTests(ctx context.Context, b kernels.Backend, cfg *model.Config, dt, kv kernels.DType, name string, n, reps, threads int, seed uint64) ([]kernelCase, error) {
 	l2 := cpuid.CPU.Cache.L2
 	if l2 <= 0 {
 		l2 = 512 << 10
@@ -147,9 +147,15 @@ func kernelTests(ctx context.Context, b kernels.Backend, cfg *model.Config, dt k
 		if err != nil {
 			return nil, err
 		}
+		if kv == kernels.DTypeF16 {
+			k16, v16 := b.NewF16(n+1, Hkv*Dh), b.NewF16(n+1, Hkv*Dh)
+			b.CopyRows(k16, k, 0)
+			b.CopyRows(v16, v, 0)
+			k, v = k16, v16
+		}
 		dst := b.New(1, H*Dh)
 		p := &kernels.AttnParams{Heads: H, KVHeads: Hkv, HeadDim: Dh, Scale: float32(1 / math.Sqrt(float64(Dh)))}
-		cases = append(cases, kernelCase{fmt.Sprintf("H=%d Hkv=%d Dh=%d ctx=%d", H, Hkv, Dh, n+1), float64(2 * 4 * (n + 1) * Hkv * Dh),
+		cases = append(cases, kernelCase{fmt.Sprintf("H=%d Hkv=%d Dh=%d ctx=%d", H, Hkv, Dh, n+1), float64(2 * kv.Bits() / 8 * (n + 1) * Hkv * Dh),
 			float64(4 * (n + 1) * H * Dh), func() { b.Attention(dst, q, k, v, n, p) }})
 	}
 	return cases, ctx.Err()
@@ -190,8 +196,8 @@ func timeKernel(ctx context.Context, b kernels.Backend, c kernelCase, reps int) 
 // before and just after its timing, as for a decode stretch: measured once
 // for the whole run, the lm_head mat-vec of the 1B shape read 0.48 of a
 // figure taken seconds earlier, and 0.90–0.93 of its own moments.
-func runKernels(ctx context.Context, b kernels.Backend, cfg *model.Config, dt kernels.DType, dtype, modelName string, t test, threads, reps int, probe *cpu.BandwidthProbe, seed uint64, stderr io.Writer) ([]Result, error) {
-	cases, err := kernelTests(ctx, b, cfg, dt, t.name, t.n, reps, threads, seed)
+func runKernels(ctx context.Context, b kernels.Backend, cfg *model.Config, dt, kv kernels.DType, dtype, modelName string, t test, threads, reps int, probe *cpu.BandwidthProbe, seed uint64, stderr io.Writer) ([]Result, error) {
+	cases, err := kernelTests(ctx, b, cfg, dt, kv, t.name, t.n, reps, threads, seed)
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +216,7 @@ func runKernels(ctx context.Context, b kernels.Backend, cfg *model.Config, dt ke
 		}
 		r := Result{Model: modelName, DType: dtype, Backend: b.Name(), Threads: threads, Test: t.name + ":" + c.shape, Reps: reps,
 			TokS: 1 / sec, GBs: c.bytes / sec / 1e9, GFLOPs: c.flops / sec / 1e9, BandwidthGB: bw,
-			USPerCall: wall * 1e6, GPUUSPerCall: gpu * 1e6}
+			USPerCall: wall * 1e6, GPUUSPerCall: gpu * 1e6, KV: kv.String()}
 		r.BWFraction = r.GBs / bw
 		rs = append(rs, r)
 	}

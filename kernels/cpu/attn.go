@@ -29,7 +29,47 @@ func (a *Attn) QueryRows() int { return max(1, attnCols/(a.Heads/a.KVHeads)) }
 // the zero value is ready and grows on demand.
 type AttnScratch struct {
 	buf  []float32
-	sink float32 // keeps readLines' reads
+	wide []float32 // f16 K and V rows widened
+	sink float32   // keeps readLines' reads
+}
+
+// KV is a KV cache's K or V rows as the attention takes them: floats, or f16
+// halves (F16 set), which it widens exactly into its scratch a block at a
+// time, so the kernels run on floats while the cache is read at half the
+// bytes.
+type KV struct {
+	F32 []float32
+	F16 []uint16
+}
+
+// rows returns columns [off, off+w) of rows [j0, j0+n) of kv (row stride ks)
+// as floats, and their row stride: kv's own rows (f32), or the rows widened
+// into buf (f16; stride w, or ks when w = ks).
+func (kv KV) rows(buf []float32, j0, n, ks, off, w int) ([]float32, int) {
+	if kv.F16 == nil {
+		return kv.F32[j0*ks+off:], ks
+	}
+	src := kv.F16[j0*ks+off:]
+	if w == ks {
+		F16sToF32(buf[:n*ks], src[:n*ks])
+		return buf, ks
+	}
+	for r := range n {
+		F16sToF32(buf[r*w:(r+1)*w], src[r*ks:r*ks+w])
+	}
+	return buf, w
+}
+
+// widened returns s's room for K and V blocks of n floats each, widened from
+// an f16 cache (k's type; none for f32).
+func (s *AttnScratch) widened(k KV, n int) ([]float32, []float32) {
+	if k.F16 == nil {
+		return nil, nil
+	}
+	if cap(s.wide) < 2*n {
+		s.wide = make([]float32, 2*n)
+	}
+	return s.wide[:n], s.wide[n : 2*n]
 }
 
 // Scores returns n floats for [Attention]'s scores.
@@ -50,7 +90,7 @@ func (s *AttnScratch) floats(n int) []float32 {
 // O (M × Dh) += P·V. Every K and V row is read once per block of queries,
 // which is what makes prefill fast: the heads of a group and the rows of a
 // block share it.
-func (a *Attn) Block(dst, q, k, v []float32, g, l0, l1 int, s *AttnScratch) {
+func (a *Attn) Block(dst, q []float32, k, v KV, g, l0, l1 int, s *AttnScratch) {
 	dh, G := a.HeadDim, a.Heads/a.KVHeads
 	qs, ks := a.Heads*dh, a.KVHeads*dh // row strides of q/dst and k/v
 	M := (l1 - l0) * G
@@ -83,15 +123,16 @@ func (a *Attn) Block(dst, q, k, v []float32, g, l0, l1 int, s *AttnScratch) {
 	if a.Window > 0 {
 		lo = max(0, a.Pos+l0+1-a.Window)
 	}
+	kw, vw := s.widened(k, attnKeys*dh)
 	for j0 := lo; j0 < hi; j0 += attnKeys {
 		nk := min(attnKeys, hi-j0)
-		kb := k[j0*ks+g*dh:]
+		kb, kst := k.rows(kw, j0, nk, ks, g*dh, dh)
 		for jj := 0; jj < nk; jj += 4 {
-			kr, ars := kb[jj*ks:], ks
+			kr, ars := kb[jj*kst:], kst
 			if nk-jj < 4 {
 				clear(kpad)
 				for i := range nk - jj {
-					copy(kpad[i*dh:(i+1)*dh], kr[i*ks:])
+					copy(kpad[i*dh:(i+1)*dh], kr[i*kst:])
 				}
 				kr, ars = kpad, dh
 			}
@@ -109,13 +150,14 @@ func (a *Attn) Block(dst, q, k, v []float32, g, l0, l1 int, s *AttnScratch) {
 		}
 		a.mask(st, mp, j0, nk, l0, l1, G)
 		attnSoftmax(st, mp, nk, mp, m, l, alpha)
+		vb, vst := v.rows(vw, j0, nk, ks, g*dh, dh)
 		for i0 := 0; i0 < mp; i0 += 4 {
 			var al []float32
 			if j0 != lo {
 				al = alpha[i0:]
 			}
 			for d0 := 0; d0 < dh; d0 += attnCols {
-				attnTile(o[i0*dh+d0:], dh, st[i0:], 1, mp, v[j0*ks+g*dh+d0:], ks, nk, min(attnCols, dh-d0), al)
+				attnTile(o[i0*dh+d0:], dh, st[i0:], 1, mp, vb[d0:], vst, nk, min(attnCols, dh-d0), al)
 			}
 		}
 	}
@@ -164,7 +206,7 @@ func (p *AttnParts) Reset(a *Attn, n int) {
 // Zen 4; one thread over 256 keys in L2: 256 to 163 ns a key). The result
 // is part i of ps (see [AttnParts]); [Attn.Merge] combines the parts. q
 // (Heads·HeadDim); s's scores grow to attnDecodeKeys.
-func (a *Attn) Decode(ps *AttnParts, i int, q, k, v []float32, lo, hi int, s *AttnScratch) {
+func (a *Attn) Decode(ps *AttnParts, i int, q []float32, k, v KV, lo, hi int, s *AttnScratch) {
 	dh, G, H := a.HeadDim, a.Heads/a.KVHeads, a.Heads
 	o, m, l := ps.o[i*H*dh:(i+1)*H*dh], ps.m[i*H:(i+1)*H], ps.l[i*H:(i+1)*H]
 	ks := a.KVHeads * dh // row stride of k and v
@@ -179,6 +221,7 @@ func (a *Attn) Decode(ps *AttnParts, i int, q, k, v []float32, lo, hi int, s *At
 		m[h], l[h] = ninf, 0
 	}
 	clear(o)
+	kw, vw := s.widened(k, attnDecodeKeys*ks)
 	for j0 := lo; j0 < hi; j0 += attnDecodeKeys {
 		nk := min(attnDecodeKeys, hi-j0)
 		// Read the block's K and V rows once in order first. The passes
@@ -188,9 +231,14 @@ func (a *Attn) Decode(ps *AttnParts, i int, q, k, v []float32, lo, hi int, s *At
 		// shape over 16 layers' caches (past the LLC), 2 threads: 300, 600,
 		// 1100, 3000 keys 107, 210, 300–380, 1150 µs per layer, where the
 		// passes alone took 140, 277, 410–490, 1310.
-		s.sink += readLines(k[j0*ks:(j0+nk)*ks]) + readLines(v[j0*ks:(j0+nk)*ks])
+		// An f16 cache is read in order as it is widened.
+		kr, _ := k.rows(kw, j0, nk, ks, 0, ks)
+		vr, _ := v.rows(vw, j0, nk, ks, 0, ks)
+		if k.F16 == nil {
+			s.sink += readLines(kr[:nk*ks]) + readLines(vr[:nk*ks])
+		}
 		for g := range a.KVHeads {
-			kb, vb := k[j0*ks+g*dh:], v[j0*ks+g*dh:]
+			kb, vb := kr[g*dh:], vr[g*dh:]
 			// The group's scores and their maxes, four heads a call where
 			// the kernel takes them (padded by repeating the last head),
 			// else one head at a time. Groups of two, half padding, took

@@ -101,7 +101,7 @@ func attnRef(a Attn, q, k, v []float32, L int) []float64 {
 }
 
 // attnBlocked runs Attn.Block over every KV head and query block.
-func attnBlocked(a Attn, dst, q, k, v []float32, L int) {
+func attnBlocked(a Attn, dst, q []float32, k, v KV, L int) {
 	var s AttnScratch
 	bq := a.QueryRows()
 	for g := range a.KVHeads {
@@ -112,9 +112,9 @@ func attnBlocked(a Attn, dst, q, k, v []float32, L int) {
 }
 
 // attnRows runs the one-row, one-head Attention over every row and head.
-func attnRows(a Attn, dst, q, k, v []float32, L int) {
+func attnRows(a Attn, dst, q []float32, k, v KV, L int) {
 	dh, G := a.HeadDim, a.Heads/a.KVHeads
-	scores := make([]float32, a.Pos+L)
+	var s AttnScratch
 	for i := range L {
 		for h := range a.Heads {
 			hi := a.Pos + i + 1
@@ -123,14 +123,14 @@ func attnRows(a Attn, dst, q, k, v []float32, L int) {
 				lo = max(0, hi-a.Window)
 			}
 			o := (i*a.Heads + h) * dh
-			Attention(dst[o:o+dh], q[o:o+dh], k, v, a.KVHeads*dh, (h/G)*dh, lo, hi, a.Scale, a.Softcap, scores)
+			Attention(dst[o:o+dh], q[o:o+dh], k, v, a.KVHeads*dh, (h/G)*dh, lo, hi, a.Scale, a.Softcap, &s)
 		}
 	}
 }
 
 // attnSplit runs one query row (L = 1) as Attn.Decode over up to three parts
 // of the keys, uneven and crossing the decode key blocks, and Attn.Merge.
-func attnSplit(a Attn, dst, q, k, v []float32, L int) {
+func attnSplit(a Attn, dst, q []float32, k, v KV, L int) {
 	hi := a.Pos + 1
 	lo := 0
 	if a.Window > 0 {
@@ -189,23 +189,39 @@ func TestAttn(t *testing.T) {
 				for i := (a.Pos + L) * kw; i < len(k); i++ {
 					k[i], v[i] = float32(math.NaN()), float32(math.Inf(1))
 				}
-				want := attnRef(a, q, k, v, L)
-				name := fmt.Sprintf("L=%d/dh=%d/G=%d/pos=%d/window=%d/softcap=%g", L, dh, G, a.Pos, a.Window, a.Softcap)
-				for _, set := range attnSets() {
-					for _, path := range []struct {
-						name string
-						run  func(a Attn, dst, q, k, v []float32, L int)
-					}{{"blocked", attnBlocked}, {"rows", attnRows}, {"split", attnSplit}} {
-						if path.name == "split" && L > 1 {
-							continue
-						}
-						restore := set.use()
-						got := make([]float32, L*qw)
-						path.run(a, got, q, k, v, L)
-						restore()
-						for i := range got {
-							if d := math.Abs(float64(got[i]) - want[i]); !(d <= 2e-5*(1+math.Abs(want[i]))) {
-								t.Fatalf("%s %s %s: dst[%d] (row %d) = %v, want %v", name, set.name, path.name, i, i/qw, got[i], want[i])
+				// The same cache in f16: the reference takes the halves' values.
+				kh, vh := make([]uint16, len(k)), make([]uint16, len(v))
+				F32sToF16(kh, k)
+				F32sToF16(vh, v)
+				kwide, vwide := make([]float32, len(k)), make([]float32, len(v))
+				F16sToF32(kwide, kh)
+				F16sToF32(vwide, vh)
+				for _, cache := range []struct {
+					name string
+					k, v KV
+					want []float64
+				}{
+					{"f32", KV{F32: k}, KV{F32: v}, attnRef(a, q, k, v, L)},
+					{"f16", KV{F16: kh}, KV{F16: vh}, attnRef(a, q, kwide, vwide, L)},
+				} {
+					want := cache.want
+					name := fmt.Sprintf("L=%d/dh=%d/G=%d/pos=%d/window=%d/softcap=%g/%s", L, dh, G, a.Pos, a.Window, a.Softcap, cache.name)
+					for _, set := range attnSets() {
+						for _, path := range []struct {
+							name string
+							run  func(a Attn, dst, q []float32, k, v KV, L int)
+						}{{"blocked", attnBlocked}, {"rows", attnRows}, {"split", attnSplit}} {
+							if path.name == "split" && L > 1 {
+								continue
+							}
+							restore := set.use()
+							got := make([]float32, L*qw)
+							path.run(a, got, q, cache.k, cache.v, L)
+							restore()
+							for i := range got {
+								if d := math.Abs(float64(got[i]) - want[i]); !(d <= 2e-5*(1+math.Abs(want[i]))) {
+									t.Fatalf("%s %s %s: dst[%d] (row %d) = %v, want %v", name, set.name, path.name, i, i/qw, got[i], want[i])
+								}
 							}
 						}
 					}
@@ -251,14 +267,18 @@ func TestAttnExp(t *testing.T) {
 }
 
 // BenchmarkAttn runs one layer of Llama-3.2-1B attention (32 query heads over 8
-// KV heads of 64) on one thread: a 512-token prefill and a decode step at
-// position 4095, blocked and one row and head at a time.
+// KV heads of 64) on one thread, over an f32 and an f16 cache: a 512-token
+// prefill and a decode step at position 4095, blocked, one row and head at a
+// time, and (decode) split.
 func BenchmarkAttn(b *testing.B) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for _, c := range []struct{ L, pos int }{{512, 0}, {1, 4095}} {
 		a := Attn{Heads: 32, KVHeads: 8, HeadDim: 64, Pos: c.pos, Scale: 0.125}
 		qw, kw := a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
 		q, k, v := randVec(r, c.L*qw), randVec(r, (c.pos+c.L)*kw), randVec(r, (c.pos+c.L)*kw)
+		kh, vh := make([]uint16, len(k)), make([]uint16, len(v))
+		F32sToF16(kh, k)
+		F32sToF16(vh, v)
 		dst := make([]float32, c.L*qw)
 		var macs float64 // q·k and p·v multiply-adds
 		for i := range c.L {
@@ -266,14 +286,22 @@ func BenchmarkAttn(b *testing.B) {
 		}
 		for _, path := range []struct {
 			name string
-			run  func(a Attn, dst, q, k, v []float32, L int)
-		}{{"blocked", attnBlocked}, {"rows", attnRows}} {
-			b.Run(fmt.Sprintf("L=%d/pos=%d/path=%s", c.L, c.pos, path.name), func(b *testing.B) {
-				for b.Loop() {
-					path.run(a, dst, q, k, v, c.L)
-				}
-				b.ReportMetric(2*macs*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-			})
+			run  func(a Attn, dst, q []float32, k, v KV, L int)
+		}{{"blocked", attnBlocked}, {"rows", attnRows}, {"split", attnSplit}} {
+			if path.name == "split" && c.L > 1 {
+				continue
+			}
+			for _, cache := range []struct {
+				name string
+				k, v KV
+			}{{"f32", KV{F32: k}, KV{F32: v}}, {"f16", KV{F16: kh}, KV{F16: vh}}} {
+				b.Run(fmt.Sprintf("L=%d/pos=%d/path=%s/kv=%s", c.L, c.pos, path.name, cache.name), func(b *testing.B) {
+					for b.Loop() {
+						path.run(a, dst, q, cache.k, cache.v, c.L)
+					}
+					b.ReportMetric(2*macs*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
 		}
 	}
 }

@@ -361,3 +361,17 @@ func quantRowBAsm(xb []int8, x []float32, gs, C int, striped bool, id float64, s
 	quantRowB(&xb[0], &x[0], G, gs, C, id, &sums[0], &tsum[0])
 	return true
 }
+
+//go:noescape
+func f16sToF32(dst *float32, src *uint16, n int)
+
+// f16sAsm widens the longest prefix of src it handles (whole 32-half steps,
+// F16C) into dst and returns its length.
+func f16sAsm(dst []float32, src []uint16) int {
+	n := len(src) &^ 31
+	if !hasAVX2 || n == 0 {
+		return 0
+	}
+	f16sToF32(&dst[0], &src[0], n)
+	return n
+}

@@ -263,3 +263,17 @@ func absMaxBitsAsm(x []float32) (uint32, bool) { return 0, false }
 func quantRowBAsm(xb []int8, x []float32, gs, C int, striped bool, id float64, sums []float64, tsum []int64) bool {
 	return false
 }
+
+//go:noescape
+func f16sToF32NEON(dst *float32, src *uint16, n int)
+
+// f16sAsm widens the longest prefix of src it handles (whole 8-half steps)
+// into dst and returns its length.
+func f16sAsm(dst []float32, src []uint16) int {
+	n := len(src) &^ 7
+	if !hasASIMD || n == 0 {
+		return 0
+	}
+	f16sToF32NEON(&dst[0], &src[0], n)
+	return n
+}

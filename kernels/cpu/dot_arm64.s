@@ -455,3 +455,23 @@ TEXT ·fTileF16NEON(SB), NOSPLIT, $0-40
 // fTileBF16NEON is fTileF32NEON for bf16 rows.
 TEXT ·fTileBF16NEON(SB), NOSPLIT, $0-40
 	TBODY(TROWSBF16, 2)
+
+// f16sToF32NEON(dst *float32, src *uint16, n int) widens n halves (a multiple
+// of 8) to floats, exactly.
+TEXT ·f16sToF32NEON(SB), NOSPLIT, $0-24
+	MOVD dst+0(FP), R0
+	MOVD src+8(FP), R1
+	MOVD n+16(FP), R2
+	LSR  $3, R2, R2
+	CBZ  R2, done
+
+loop:
+	VLD1.P 16(R1), [V0.H8]
+	FCVTL(0, 1)
+	FCVTL2(0, 2)
+	VST1.P [V1.S4, V2.S4], 32(R0)
+	SUBS   $1, R2, R2
+	BNE    loop
+
+done:
+	RET

@@ -13,3 +13,5 @@ func absMaxBitsAsm(x []float32) (uint32, bool) { return 0, false }
 func quantRowBAsm(xb []int8, x []float32, gs, C int, striped bool, id float64, sums []float64, tsum []int64) bool {
 	return false
 }
+
+func f16sAsm(dst []float32, src []uint16) int { return 0 }

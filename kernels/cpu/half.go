@@ -24,6 +24,24 @@ func F16ToF32(h uint16) float32 {
 	return math.Float32frombits(sign | e<<23 | (mant&0x3ff)<<13)
 }
 
+// F16sToF32 widens halves to float32 exactly: dst[i] = src[i] for i < len(src)
+// (dst at least as long).
+func F16sToF32(dst []float32, src []uint16) {
+	dst = dst[:len(src)]
+	for i := f16sAsm(dst, src); i < len(src); i++ {
+		dst[i] = F16ToF32(src[i])
+	}
+}
+
+// F32sToF16 rounds floats to halves (see [F32ToF16]): dst[i] = src[i] for
+// i < len(src) (dst at least as long).
+func F32sToF16(dst []uint16, src []float32) {
+	dst = dst[:len(src)]
+	for i, x := range src {
+		dst[i] = F32ToF16(x)
+	}
+}
+
 // BF16ToF32 converts a bfloat16 to float32 exactly.
 func BF16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
 

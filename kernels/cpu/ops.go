@@ -54,11 +54,14 @@ func RoPE(x []float32, cols, headDim, pos int, invFreq []float32, scale float32)
 
 // Attention computes causal grouped-query attention for one query row and one
 // query head: out (Dh) = softmax(scale·q·Kᵀ over keys [lo, hi)) · V, reading key j
-// at k[j*stride + off : …+Dh]. scores must hold hi-lo floats. softcap > 0 applies
-// softcap·tanh(s/softcap) to each scaled score.
-func Attention(out, q, k, v []float32, stride, off, lo, hi int, scale, softcap float32, scores []float32) {
-	scores = scores[:hi-lo]
-	attnScores(scores, q, k[lo*stride+off:], stride)
+// at k[j*stride + off : …+Dh]. softcap > 0 applies softcap·tanh(s/softcap) to
+// each scaled score.
+func Attention(out, q []float32, k, v KV, stride, off, lo, hi int, scale, softcap float32, s *AttnScratch) {
+	dh := len(q)
+	scores := s.floats(hi - lo)
+	kw, vw := s.widened(k, (hi-lo)*dh)
+	kb, kst := k.rows(kw, lo, hi-lo, stride, off, dh)
+	attnScores(scores, q, kb, kst)
 	mx := float32(math.Inf(-1))
 	for j, s := range scores {
 		s *= scale
@@ -73,7 +76,8 @@ func Attention(out, q, k, v []float32, stride, off, lo, hi int, scale, softcap f
 		scores[i] *= inv
 	}
 	clear(out)
-	attnAccum(out, v[lo*stride+off:], stride, scores)
+	vb, vst := v.rows(vw, lo, hi-lo, stride, off, dh)
+	attnAccum(out, vb, vst, scores)
 }
 
 // Softcap applies x = c·tanh(x/c) in place.

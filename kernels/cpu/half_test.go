@@ -1,0 +1,59 @@
+package cpu
+
+import (
+	"math"
+	"testing"
+)
+
+// TestF16sToF32 widens every half, at lengths and offsets around the vector
+// steps (32 halves on amd64, 8 on arm64), and checks each element against
+// F16ToF32 (NaNs: NaN) and that nothing past the end is written.
+func TestF16sToF32(t *testing.T) {
+	all := make([]uint16, 1<<16)
+	for i := range all {
+		all[i] = uint16(i)
+	}
+	check := func(src []uint16) {
+		t.Helper()
+		dst := make([]float32, len(src)+1)
+		dst[len(src)] = 7
+		F16sToF32(dst, src)
+		for i, h := range src {
+			want := F16ToF32(h)
+			if got := dst[i]; math.Float32bits(got) != math.Float32bits(want) && !(want != want && got != got) {
+				t.Fatalf("len %d: half %#04x → %v (%#08x), want %v", len(src), h, got, math.Float32bits(got), want)
+			}
+		}
+		if dst[len(src)] != 7 {
+			t.Fatalf("len %d: wrote past the end", len(src))
+		}
+	}
+	check(all)
+	for _, n := range []int{0, 1, 7, 8, 9, 31, 32, 33, 63, 64, 65, 100} {
+		for _, off := range []int{0, 1, 0x7bf0, 0x83f0, 0xfbf0} { // normals, the largest, subnormals, ±inf/NaN
+			check(all[off : off+n])
+		}
+	}
+}
+
+// TestF32sToF16 checks the row form against F32ToF16 and that halves widened
+// and rounded again come back unchanged.
+func TestF32sToF16(t *testing.T) {
+	src := []float32{0, -0, 1, -1.5, 65504, 65520, 1e-8, 6e-8, -3e-5, float32(math.Inf(1)), 0.1, 2049, 2051}
+	dst := make([]uint16, len(src))
+	F32sToF16(dst, src)
+	for i, x := range src {
+		if dst[i] != F32ToF16(x) {
+			t.Errorf("%v → %#04x, want %#04x", x, dst[i], F32ToF16(x))
+		}
+	}
+	for h := range 1 << 16 {
+		if f := F16ToF32(uint16(h)); f == f {
+			var back [1]uint16
+			F32sToF16(back[:], []float32{f})
+			if back[0] != uint16(h) {
+				t.Fatalf("half %#04x → %v → %#04x", h, f, back[0])
+			}
+		}
+	}
+}
