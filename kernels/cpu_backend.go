@@ -236,8 +236,9 @@ func (c *CPU) RoPE(x *Tensor, pos int, p *RoPE) {
 // up to two per thread, that the threads claim and [cpu.Attn.Merge] combines
 // (Llama-3.2-1B shape at 1100 keys: 330–390 µs per layer, was 620–720 when
 // each thread took whole heads).
-// Other short calls run one row and head at a time, the threads claiming whole
-// groups of query heads that share a KV head (fewer keys than that: faster).
+// Other short calls run one row and KV head at a time ([cpu.Attention] over
+// its query heads, which share each widening of an f16 cache), the threads
+// claiming whole groups (fewer keys than that: faster).
 func (c *CPU) Attention(dst, q, k, v *Tensor, pos int, p *AttnParams) {
 	L := q.NumRows()
 	qw, kw := p.Heads*p.HeadDim, p.KVHeads*p.HeadDim
@@ -309,7 +310,7 @@ func (t *attnTask) Do(lo, hi int) {
 		return
 	}
 	dh, group := a.HeadDim, a.Heads/a.KVHeads
-	for i := lo; i < hi; i++ {
+	for i := lo; i < hi; i += group { // pieces start and end on groups
 		l, h := i/a.Heads, i%a.Heads
 		end := a.Pos + l + 1
 		start := 0
@@ -317,7 +318,7 @@ func (t *attnTask) Do(lo, hi int) {
 			start = max(0, end-a.Window)
 		}
 		o := (l*a.Heads + h) * dh
-		cpu.Attention(t.dst[o:o+dh], t.q[o:o+dh], t.k, t.v, a.KVHeads*dh, (h/group)*dh, start, end, a.Scale, a.Softcap, s)
+		cpu.Attention(t.dst[o:o+group*dh], t.q[o:o+group*dh], dh, t.k, t.v, a.KVHeads*dh, (h/group)*dh, start, end, a.Scale, a.Softcap, s)
 	}
 }
 

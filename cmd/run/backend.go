@@ -56,7 +56,7 @@ func admit(b kernels.Backend, dir string, o model.Options) error {
 	}
 	if need := w + c; need > limit {
 		return fmt.Errorf("metal: the model needs %.1f GB (%.1f GB weights + %.1f GB KV cache) but %s's recommended working set is %.1f GB: "+
-			"use a smaller quantization (-quant q4, or run quantize -bits 4), a shorter -ctx, or raise the limit (sudo sysctl iogpu.wired_limit_mb=N)",
+			"use a smaller quantization (-quant q4, or run quantize -bits 4), a shorter -ctx or -kv f16, or raise the limit (sudo sysctl iogpu.wired_limit_mb=N)",
 			float64(need)/1e9, float64(w)/1e9, float64(c)/1e9, inf.Info().Name, float64(limit)/1e9)
 	}
 	return nil

@@ -111,19 +111,20 @@ func attnBlocked(a Attn, dst, q []float32, k, v KV, L int) {
 	}
 }
 
-// attnRows runs the one-row, one-head Attention over every row and head.
+// attnRows runs the one-row Attention over every row and KV head (the query
+// heads of a KV head in one call).
 func attnRows(a Attn, dst, q []float32, k, v KV, L int) {
 	dh, G := a.HeadDim, a.Heads/a.KVHeads
 	var s AttnScratch
 	for i := range L {
-		for h := range a.Heads {
+		for g := range a.KVHeads {
 			hi := a.Pos + i + 1
 			lo := 0
 			if a.Window > 0 {
 				lo = max(0, hi-a.Window)
 			}
-			o := (i*a.Heads + h) * dh
-			Attention(dst[o:o+dh], q[o:o+dh], k, v, a.KVHeads*dh, (h/G)*dh, lo, hi, a.Scale, a.Softcap, &s)
+			o := (i*a.Heads + g*G) * dh
+			Attention(dst[o:o+G*dh], q[o:o+G*dh], dh, k, v, a.KVHeads*dh, g*dh, lo, hi, a.Scale, a.Softcap, &s)
 		}
 	}
 }
