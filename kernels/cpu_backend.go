@@ -244,8 +244,8 @@ func (c *CPU) Attention(dst, q, k, v *Tensor, pos int, p *AttnParams) {
 	qw, kw := p.Heads*p.HeadDim, p.KVHeads*p.HeadDim
 	mustShape("Attention", "q", q, L, qw)
 	mustShape("Attention", "dst", dst, L, qw)
-	if k.Cols() != kw || v.Cols() != kw || k.NumRows() < pos+L || v.NumRows() < pos+L || p.Heads%p.KVHeads != 0 {
-		panic(fmt.Sprintf("kernels: Attention: k %v, v %v for pos %d, L %d, %d/%d heads of %d", k.Shape, v.Shape, pos, L, p.Heads, p.KVHeads, p.HeadDim))
+	if k.Cols() != kw || v.Cols() != kw || k.NumRows() < pos+L || v.NumRows() < pos+L || p.Heads%p.KVHeads != 0 || k.DType != v.DType {
+		panic(fmt.Sprintf("kernels: Attention: %s k %v, %s v %v for pos %d, L %d, %d/%d heads of %d", k.DType, k.Shape, v.DType, v.Shape, pos, L, p.Heads, p.KVHeads, p.HeadDim))
 	}
 	c.attn = attnTask{c: c, dst: dst.F32(), q: q.F32(), k: cacheKV(k), v: cacheKV(v), L: L, a: cpu.Attn{
 		Heads: p.Heads, KVHeads: p.KVHeads, HeadDim: p.HeadDim,

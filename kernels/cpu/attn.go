@@ -73,9 +73,6 @@ func (s *AttnScratch) widened(k KV, n int) ([]float32, []float32) {
 	return s.wide[:n], s.wide[n : 2*n]
 }
 
-// Scores returns n floats for [Attention]'s scores.
-func (s *AttnScratch) Scores(n int) []float32 { return s.floats(n) }
-
 func (s *AttnScratch) floats(n int) []float32 {
 	if cap(s.buf) < n {
 		s.buf = make([]float32, n+n/4)
@@ -232,9 +229,9 @@ func (a *Attn) Decode(ps *AttnParts, i int, q []float32, k, v KV, lo, hi int, s 
 		// shape over 16 layers' caches (past the LLC), 2 threads: 300, 600,
 		// 1100, 3000 keys 107, 210, 300–380, 1150 µs per layer, where the
 		// passes alone took 140, 277, 410–490, 1310.
-		// An f16 block is read so too, then widened from L2 (widening it
-		// straight from DRAM streamed ~40 % slower: its stores hold back
-		// the loads).
+		// An f16 block is read so too, then widened from L2: widened
+		// straight from DRAM, its stores held back the loads (one thread,
+		// 4096 keys: 300–305 ns a key instead of 250).
 		if k.F16 == nil {
 			s.sink += readLines(k.F32[j0*ks:(j0+nk)*ks]) + readLines(v.F32[j0*ks:(j0+nk)*ks])
 		} else {
