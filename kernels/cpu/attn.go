@@ -55,8 +55,10 @@ func (kv KV) rows(buf []float32, j0, n, ks, off, w int) ([]float32, int) {
 		F16sToF32(buf[:n*ks], src[:n*ks])
 		return buf, ks
 	}
-	for r := range n {
-		F16sToF32(buf[r*w:(r+1)*w], src[r*ks:r*ks+w])
+	if !f16RowsAsm(buf, src, n, w, ks) {
+		for r := range n {
+			F16sToF32(buf[r*w:(r+1)*w], src[r*ks:r*ks+w])
+		}
 	}
 	return buf, w
 }

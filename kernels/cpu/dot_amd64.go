@@ -375,3 +375,18 @@ func f16sAsm(dst []float32, src []uint16) int {
 	f16sToF32(&dst[0], &src[0], n)
 	return n
 }
+
+//go:noescape
+func f16RowsToF32(dst *float32, src *uint16, rows, w, stride int)
+
+// f16RowsAsm widens n rows of w halves, stride apart in src, into dst packed,
+// if it can (F16C, w a multiple of 8), and reports whether it did.
+func f16RowsAsm(dst []float32, src []uint16, n, w, stride int) bool {
+	if !hasAVX2 || w%8 != 0 || n == 0 {
+		return false
+	}
+	_ = dst[n*w-1]
+	_ = src[(n-1)*stride+w-1]
+	f16RowsToF32(&dst[0], &src[0], n, w, stride)
+	return true
+}

@@ -1100,3 +1100,36 @@ loop:
 done:
 	VZEROUPPER
 	RET
+
+// f16RowsToF32(dst *float32, src *uint16, rows, w, stride int) widens rows
+// rows of w halves (a multiple of 8), stride halves apart in src, into dst
+// packed (w floats a row), exactly (F16C).
+TEXT ·f16RowsToF32(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ rows+16(FP), DX
+	MOVQ w+24(FP), R8
+	MOVQ stride+32(FP), R9
+	SHLQ $1, R9            // stride in bytes
+	SHRQ $3, R8            // 8-half steps a row
+	TESTQ DX, DX
+	JZ    rdone
+
+row:
+	MOVQ SI, AX
+	MOVQ R8, CX
+
+step:
+	VCVTPH2PS (AX), Y0
+	VMOVUPS   Y0, (DI)
+	ADDQ      $16, AX
+	ADDQ      $32, DI
+	DECQ      CX
+	JNZ       step
+	ADDQ      R9, SI
+	DECQ      DX
+	JNZ       row
+
+rdone:
+	VZEROUPPER
+	RET

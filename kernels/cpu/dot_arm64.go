@@ -277,3 +277,5 @@ func f16sAsm(dst []float32, src []uint16) int {
 	f16sToF32NEON(&dst[0], &src[0], n)
 	return n
 }
+
+func f16RowsAsm(dst []float32, src []uint16, n, w, stride int) bool { return false }

@@ -15,3 +15,5 @@ func quantRowBAsm(xb []int8, x []float32, gs, C int, striped bool, id float64, s
 }
 
 func f16sAsm(dst []float32, src []uint16) int { return 0 }
+
+func f16RowsAsm(dst []float32, src []uint16, n, w, stride int) bool { return false }

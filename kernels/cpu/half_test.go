@@ -57,3 +57,36 @@ func TestF32sToF16(t *testing.T) {
 		}
 	}
 }
+
+// TestKVRows widens column slices of f16 rows (the assembly's 8-half steps and
+// the per-row fallback for other widths) and whole rows, and checks every
+// element and that nothing past the slices is written.
+func TestKVRows(t *testing.T) {
+	const ks = 200
+	src := make([]uint16, 40*ks)
+	for i := range src {
+		src[i] = uint16(i*7919) &^ 0x7c00 // finite halves
+	}
+	kv := KV{F16: src}
+	for _, c := range []struct{ j0, n, off, w int }{
+		{0, 1, 0, 8}, {3, 5, 16, 64}, {1, 7, 8, 24}, {2, 9, 5, 12}, {0, 40, 136, 64}, {4, 6, 0, ks},
+	} {
+		buf := make([]float32, c.n*c.w+1)
+		buf[c.n*c.w] = 7
+		got, stride := kv.rows(buf[:c.n*c.w], c.j0, c.n, ks, c.off, c.w)
+		if want := c.w; stride != want {
+			t.Fatalf("%+v: stride %d, want %d", c, stride, want)
+		}
+		for r := range c.n {
+			for i := range c.w {
+				h := src[(c.j0+r)*ks+c.off+i]
+				if g := got[r*stride+i]; g != F16ToF32(h) {
+					t.Fatalf("%+v: row %d col %d = %v, want %v", c, r, i, g, F16ToF32(h))
+				}
+			}
+		}
+		if buf[c.n*c.w] != 7 {
+			t.Fatalf("%+v: wrote past the rows", c)
+		}
+	}
+}
