@@ -74,3 +74,25 @@ func TestKVCacheType(t *testing.T) {
 		t.Fatalf("Load with a q8 KV cache: %v", err)
 	}
 }
+
+// TestEstimateCache checks that Estimate's KV cache bytes, without loading,
+// are what the loaded model allocates, for both cache types and an explicit
+// context.
+func TestEstimateCache(t *testing.T) {
+	dir, _ := readRef(t, "qwen2")
+	for _, o := range []Options{{}, {KV: kernels.DTypeF16}, {Context: 100, KV: kernels.DTypeF16}} {
+		_, cache, err := Estimate(dir, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Threads = 1
+		m, err := Load(context.Background(), dir, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.CacheBytes(); cache != got || got == 0 {
+			t.Errorf("%s cache, context %d: Estimate %d bytes, loaded %d", o.KV, o.Context, cache, got)
+		}
+		m.Close()
+	}
+}
