@@ -1,6 +1,9 @@
 package cpu
 
-import "math"
+import (
+	"math"
+	"unsafe"
+)
 
 // Attn is causal grouped-query attention over a KV cache (kernels.AttnParams on
 // host slices). q and dst are (L, Heads·HeadDim) rows for positions [Pos, Pos+L);
@@ -31,7 +34,7 @@ type AttnScratch struct {
 	buf   []float32
 	wide  []float32 // f16 K and V rows widened
 	sink  float32   // keeps readLines' reads
-	hsink uint16    // and readHalfLines'
+	hsink uint16    // and those of f16 rows
 }
 
 // KV is a KV cache's K or V rows as the attention takes them: floats, or f16
@@ -237,7 +240,7 @@ func (a *Attn) Decode(ps *AttnParts, i int, q []float32, k, v KV, lo, hi int, s 
 		if k.F16 == nil {
 			s.sink += readLines(k.F32[j0*ks:(j0+nk)*ks]) + readLines(v.F32[j0*ks:(j0+nk)*ks])
 		} else {
-			s.hsink += readHalfLines(k.F16[j0*ks:(j0+nk)*ks]) + readHalfLines(v.F16[j0*ks:(j0+nk)*ks])
+			s.hsink += readLines(k.F16[j0*ks:(j0+nk)*ks]) + readLines(v.F16[j0*ks:(j0+nk)*ks])
 		}
 		kr, _ := k.rows(kw, j0, nk, ks, 0, ks)
 		vr, _ := v.rows(vw, j0, nk, ks, 0, ks)
@@ -441,27 +444,17 @@ func attnAccumGo(out, v []float32, stride int, p []float32) {
 	}
 }
 
-// readLines reads one float of every 64 bytes of x (x starts on a float) and
-// returns their sum, which keeps the reads: it brings x into cache with
-// demand loads, which a CPU does not drop as it may a burst of prefetches.
-func readLines(x []float32) float32 {
-	var s0, s1, s2, s3 float32
-	for ; len(x) >= 64; x = x[64:] {
-		s0, s1, s2, s3 = s0+x[0], s1+x[16], s2+x[32], s3+x[48]
+// readLines reads one element of every 64 bytes of x (x starts on an
+// element) and returns their sum, which keeps the reads: it brings x into
+// cache with demand loads, which a CPU does not drop as it may a burst of
+// prefetches.
+func readLines[T float32 | uint16](x []T) T {
+	var s0, s1, s2, s3 T
+	per := 64 / int(unsafe.Sizeof(s0)) // elements a line
+	for ; len(x) >= 4*per; x = x[4*per:] {
+		s0, s1, s2, s3 = s0+x[0], s1+x[per], s2+x[2*per], s3+x[3*per]
 	}
-	for i := 0; i < len(x); i += 16 {
-		s0 += x[i]
-	}
-	return s0 + s1 + s2 + s3
-}
-
-// readHalfLines is readLines for halves.
-func readHalfLines(x []uint16) uint16 {
-	var s0, s1, s2, s3 uint16
-	for ; len(x) >= 128; x = x[128:] {
-		s0, s1, s2, s3 = s0+x[0], s1+x[32], s2+x[64], s3+x[96]
-	}
-	for i := 0; i < len(x); i += 32 {
+	for i := 0; i < len(x); i += per {
 		s0 += x[i]
 	}
 	return s0 + s1 + s2 + s3
