@@ -32,6 +32,17 @@ type Options struct {
 	Progress   func(float32)   // called with the fraction of weights loaded; may be nil
 }
 
+// ParseKV maps a KV cache type's name, "f32" or "f16", to Options.KV.
+func ParseKV(name string) (kernels.DType, error) {
+	switch name {
+	case "f32":
+		return kernels.DTypeF32, nil
+	case "f16":
+		return kernels.DTypeF16, nil
+	}
+	return 0, fmt.Errorf("model: KV cache type %s: want f32 or f16", name)
+}
+
 // A Model is a loaded model with its KV cache. It is not safe for concurrent use.
 type Model struct {
 	Config *Config

@@ -171,12 +171,8 @@ func generate(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	default:
 		return fmt.Errorf("-quant %q: want q4 or q8", f.quant)
 	}
-	switch f.kv {
-	case "f32":
-	case "f16":
-		o.KV = kernels.DTypeF16
-	default:
-		return fmt.Errorf("-kv %q: want f32 or f16", f.kv)
+	if o.KV, err = model.ParseKV(f.kv); err != nil {
+		return fmt.Errorf("-kv: %w", err)
 	}
 	b, err := openBackend(f.backend, f.threads, dir, o, stderr)
 	if err != nil {

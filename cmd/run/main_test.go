@@ -136,7 +136,7 @@ func TestCLIErrors(t *testing.T) {
 		{[]string{"-prompt-ids", "1,x"}, `"x" is not a token id`},
 		{[]string{"-model", "/nonexistent", "-prompt-ids", "1"}, "config.json"},
 		{[]string{"-backend", "tpu", "-prompt-ids", "1"}, "unknown backend"},
-		{[]string{"-kv", "q8", "-prompt-ids", "1"}, `-kv "q8": want f32 or f16`},
+		{[]string{"-kv", "q8", "-prompt-ids", "1"}, "-kv: model: KV cache type q8: want f32 or f16"},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), tc.args, strings.NewReader(""), &out, &errb); code == 0 || !strings.Contains(errb.String(), tc.want) {

@@ -141,13 +141,9 @@ func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int
 	if err != nil {
 		return err
 	}
-	kvt := kernels.DTypeF32
-	switch kv {
-	case "f32":
-	case "f16":
-		kvt = kernels.DTypeF16
-	default:
-		return fmt.Errorf("-kv %q: want f32 or f16", kv)
+	kvt, err := model.ParseKV(kv)
+	if err != nil {
+		return fmt.Errorf("-kv: %w", err)
 	}
 	maxPP := 1
 	for _, t := range ts {

@@ -62,7 +62,7 @@ func TestKVFlag(t *testing.T) {
 	}
 	out.Reset()
 	errb.Reset()
-	if code := Main(context.Background(), []string{"-kv", "bf16", "-test", "tg1"}, &out, &errb); code == 0 || !strings.Contains(errb.String(), `-kv "bf16": want f32 or f16`) {
+	if code := Main(context.Background(), []string{"-kv", "bf16", "-test", "tg1"}, &out, &errb); code == 0 || !strings.Contains(errb.String(), "-kv: model: KV cache type bf16: want f32 or f16") {
 		t.Errorf("-kv bf16: exit %d, stderr %q", code, errb.String())
 	}
 }

@@ -710,7 +710,6 @@ dim:
 	VZEROUPPER
 	RET
 
-
 // func attnScores4x4AVX512(s0, s1, s2, s3, q0, q1, q2, q3, k *float32, stride, n, dh int, mx *float32)
 // s_h[j] = q_h·k[j·stride : j·stride+dh] for four heads h (a KV head's query
 // heads; pointers may repeat) and n keys, n a multiple of 4 and dh of 16
@@ -820,4 +819,3 @@ dim4x4:
 	VCOMPRESSPS Z24, K1, (SI)
 	VZEROUPPER
 	RET
-
