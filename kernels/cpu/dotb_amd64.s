@@ -45,6 +45,9 @@ DATA bhi4<>+0(SB)/8, $0x1020408000000000
 GLOBL bhi4<>(SB), RODATA|NOPTR, $8
 DATA b256<>+0(SB)/4, $0x43800000
 GLOBL b256<>(SB), RODATA|NOPTR, $4
+DATA lane0s<>+0(SB)/8, $0x0000000400000000
+DATA lane0s<>+8(SB)/8, $0x0000000c00000008
+GLOBL lane0s<>(SB), RODATA|NOPTR, $16
 
 // ROW4 adds one chunk of a 4-bit row (codes at caddr) to its sums AH, AM, AL;
 // C and H are scratch. The low nibbles stay in C, the high ones go to H by a
@@ -150,10 +153,11 @@ GLOBL b256<>(SB), RODATA|NOPTR, $4
 	VPXORD B, B, B; \
 	VPXORD C, C, C
 
-// FINISH stores row sum F (FY, FX its lower halves; its row's scales and biases
-// at R9/R10) to (DI) and steps DI, R9, R10 to the next row. LOOP and TAIL are
-// label names.
-#define FINISH(F, FY, FX, LOOP, TAIL) \
+// FINB adds the bias pass to row sum F (its row's scales and biases at
+// R9/R10; F·dx first) and steps R9, R10 to the next row. The bias pass's tail
+// step is skipped when G is a multiple of sixteen (K2 empty). LOOP, TAIL and
+// DONE are label names.
+#define FINB(F, LOOP, TAIL, DONE) \
 	MOVQ            dq+80(FP), AX; \
 	VMULPS.BCST     (AX), F, F; \
 	MOVQ            sx+88(FP), AX; \
@@ -175,12 +179,22 @@ LOOP: \
 	DECQ            R12; \
 	JNZ             LOOP; \
 TAIL: \
+	KORTESTW        K2, K2; \
+	JZ              DONE; \
 	MLOADT((R14), Z12); \
 	VMOVUPS.Z       (AX), K2, Z13; \
 	VFMADD231PS     Z13, Z12, F; \
 	MLOADT((R13), Z12); \
 	VMOVUPS.Z       (BX), K2, Z13; \
 	VFMADD231PS     Z13, Z12, F; \
+DONE: \
+	ADDQ            R11, R9; \
+	ADDQ            R11, R10
+
+// FINISH is FINB for a single row, then stores the sum of F's lanes (FY, FX
+// its lower halves) to (DI) and steps DI.
+#define FINISH(F, FY, FX, LOOP, TAIL, DONE) \
+	FINB(F, LOOP, TAIL, DONE); \
 	VEXTRACTF64X4   $1, F, Y12; \
 	VADDPS          Y12, FY, FY; \
 	VEXTRACTF128    $1, FY, X12; \
@@ -190,9 +204,30 @@ TAIL: \
 	VPSHUFD         $0xb1, FX, X12; \
 	VADDPS          X12, FX, FX; \
 	VMOVSS          FX, (DI); \
-	ADDQ            $4, DI; \
-	ADDQ            R11, R9; \
-	ADDQ            R11, R10
+	ADDQ            $4, DI
+
+// SUM4 stores the sums of the lanes of a four-row block's F (Z8-Z11) to
+// (DI)…12(DI) and steps DI: the rows' 512-bit halves, then 256-bit halves,
+// are folded two rows per shuffle, so the four sums take one shuffle tree,
+// not four (Z14-Z18 scratch).
+#define SUM4 \
+	VSHUFF64X2      $0x44, Z9, Z8, Z14; \
+	VSHUFF64X2      $0xee, Z9, Z8, Z15; \
+	VADDPS          Z15, Z14, Z14; \
+	VSHUFF64X2      $0x44, Z11, Z10, Z16; \
+	VSHUFF64X2      $0xee, Z11, Z10, Z17; \
+	VADDPS          Z17, Z16, Z16; \
+	VSHUFF64X2      $0x88, Z16, Z14, Z15; \
+	VSHUFF64X2      $0xdd, Z16, Z14, Z17; \
+	VADDPS          Z17, Z15, Z15; \
+	VPERMILPS       $0x4e, Z15, Z14; \
+	VADDPS          Z14, Z15, Z15; \
+	VPERMILPS       $0xb1, Z15, Z14; \
+	VADDPS          Z14, Z15, Z15; \
+	VBROADCASTI32X4 lane0s<>(SB), Z18; \
+	VPERMPS         Z15, Z18, Z15; \
+	VMOVUPS         X15, (DI); \
+	ADDQ            $16, DI
 
 // LOADX4 and LOADX8 load a chunk's planes.
 #define LOADX4 \
@@ -296,10 +331,11 @@ chunk4: \
 	SHLQ      $2, DX; \
 	MOVQ      R10, R9; \
 	SUBQ      DX, R9; \
-	FINISH(Z8, Y8, X8, fin0, tail0); \
-	FINISH(Z9, Y9, X9, fin1, tail1); \
-	FINISH(Z10, Y10, X10, fin2, tail2); \
-	FINISH(Z11, Y11, X11, fin3, tail3); \
+	FINB(Z8, fin0, tail0, done0); \
+	FINB(Z9, fin1, tail1, done1); \
+	FINB(Z10, fin2, tail2, done2); \
+	FINB(Z11, fin3, tail3, done3); \
+	SUM4; \
 	MOVQ      R10, SI; \
 	SUBQ      $4, CX; \
 	JMP       block4; \
@@ -329,7 +365,7 @@ chunk1: \
 	JNZ       stripe1; \
 	MOVQ      R10, R9; \
 	SUBQ      R11, R9; \
-	FINISH(Z8, Y8, X8, fin4, tail4); \
+	FINISH(Z8, Y8, X8, fin4, tail4, done4); \
 	MOVQ      R10, SI; \
 	DECQ      CX; \
 	JMP       single; \
