@@ -18,7 +18,8 @@
 // with S the stripe's sixteen scales in order and F the row's sixteen float
 // lanes. The four rows of a block share each load of the planes. Each row
 // ends with F·dx plus the bias pass, Σ_g bias_g·sx_g + scale_g·cr_g, sixteen
-// groups per step and a masked step for the rest, and a horizontal sum.
+// groups per step and a masked step for the rest, and a horizontal sum (one
+// shuffle tree for a four-row block's four rows: SUM4).
 //
 // Registers: DI dst, CX rows left, SI the block, R9 the stripe's scales (then
 // the row's, in FINISH), R10 the block's biases, R11 G·m (a row's scales or
