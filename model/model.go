@@ -40,7 +40,11 @@ func ParseKV(name string) (kernels.DType, error) {
 	case "f16":
 		return kernels.DTypeF16, nil
 	}
-	return 0, fmt.Errorf("model: KV cache type %s: want f32 or f16", name)
+	return 0, kvTypeError(name)
+}
+
+func kvTypeError(name string) error {
+	return fmt.Errorf("model: KV cache type %s: want f32 or f16", name)
 }
 
 // A Model is a loaded model with its KV cache. It is not safe for concurrent use.
@@ -110,7 +114,7 @@ func Load(ctx context.Context, dir string, o Options) (*Model, error) {
 // allocates the cache and activations.
 func build(cfg *Config, eos []int32, l *loader, o Options) (*Model, error) {
 	if o.KV != kernels.DTypeF32 && o.KV != kernels.DTypeF16 {
-		return nil, fmt.Errorf("model: KV cache type %s: want f32 or f16", o.KV)
+		return nil, kvTypeError(o.KV.String())
 	}
 	m := &Model{Config: cfg, EOS: eos, b: o.Backend}
 	if m.b == nil {
