@@ -3,8 +3,8 @@ package model
 import "github.com/ingot-llm/ingot/kernels"
 
 // cache is the KV cache: per layer, K and V of shape (maxSeq, Hkv·Dh), f32 or
-// f16, of which rows [0, len) are valid. Truncating is what lets a new prompt reuse a cached
-// prefix (mlx-lm trim, ollama Remove).
+// f16, of which rows [0, len) are valid. Truncating is what lets a new prompt
+// reuse a cached prefix (mlx-lm trim, ollama Remove).
 type cache struct {
 	k, v   []*kernels.Tensor
 	maxSeq int
