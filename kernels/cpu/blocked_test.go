@@ -41,8 +41,26 @@ var metaNames = [...]string{metaF32: "f32", metaBF16: "bf16", metaF16: "f16"}
 
 // TestBlocked moves weights to the blocked layout and back, at four-row block
 // edges (N mod 4 = 0…3), every chunk and group shape and stripes whole and
-// not, and reads rows of it as DequantRow does.
+// not, in one K-slab and in slabs of one stripe, and reads rows of it as
+// DequantRow does.
 func TestBlocked(t *testing.T) {
+	for _, slabs := range []bool{false, true} {
+		if slabs {
+			lowerBlockL1(t)
+		}
+		checkBlocked(t, slabs)
+	}
+}
+
+// lowerBlockL1 makes every row longer than a stripe take K-slabs of one
+// stripe until the test ends.
+func lowerBlockL1(t *testing.T) {
+	old := blockL1
+	blockL1 = 1
+	t.Cleanup(func() { blockL1 = old })
+}
+
+func checkBlocked(t *testing.T, slabs bool) {
 	r := rand.New(rand.NewPCG(21, 22))
 	for _, bits := range []int{4, 8} {
 		for _, gs := range []int{32, 64, 128} {
@@ -54,6 +72,13 @@ func TestBlocked(t *testing.T) {
 				b := forKernels(&kernelSet{blocked: true}, w)
 				if b.Q.Blocked == nil || b.Q.W != nil || b.Q.Scales != nil || b.Q.Biases != nil || b.Q.meta != kind {
 					t.Fatalf("q%d gs=%d N=%d: not blocked with %s scales (meta %d)", bits, gs, N, metaNames[kind], b.Q.meta)
+				}
+				nslab := 1
+				if slabs {
+					nslab = (K + 16*gs - 1) / (16 * gs)
+				}
+				if len(b.Q.slabs) != nslab {
+					t.Fatalf("q%d gs=%d N=%d K=%d: %d K-slabs, want %d", bits, gs, N, K, len(b.Q.slabs), nslab)
 				}
 				mb := 2 // bytes per scale or bias
 				if kind == metaF32 {

@@ -75,8 +75,8 @@ func qMatVecAVX2(dst []float32, q *QMatrix, K, n0 int, a *actQ, l int) {
 	f(&dst[0], n, &w[0], words*4, &s[0], &b[0], G, &xq[0], &dq[0], &sx[0], &cr[0], bpg, &tailMask[8-G%8])
 }
 
-// qMatVecBAsm runs the byte-dot kernels (see actB) on a blocked q and striped
-// planes.
+// qMatVecBAsm runs the byte-dot kernels (see actB) on a blocked q of one
+// K-slab (a slab of a matrix, or one whole) and striped planes.
 func qMatVecBAsm(dst []float32, q *QMatrix, K, n0 int, a *actB, l int) {
 	n := len(dst)
 	if n == 0 {
@@ -85,32 +85,26 @@ func qMatVecBAsm(dst []float32, q *QMatrix, K, n0 int, a *actB, l int) {
 	if !a.striped {
 		panic("cpu: byte-dot kernels: activations not in the blocked layout's order")
 	}
-	G, S1 := a.G, blockRowBytes(q, K)
+	if len(q.slabs) > 1 {
+		panic("cpu: byte-dot kernels: a matrix of several K-slabs (run each)")
+	}
+	G, S1, g0 := K/q.GroupSize, blockRowBytes(q, K), q.k0/q.GroupSize
 	q.checkBlocked(n0, n, S1)
 	w := q.Blocked[n0*S1 : (n0+n)*S1]
-	xb := a.xb[l*a.rowBytes() : (l+1)*a.rowBytes()]
-	sx, cr := a.sx[l*G:(l+1)*G], a.cr[l*G:(l+1)*G]
-	v := 2 // kernel variant: 4-bit GFNI, 4-bit shifts, 8-bit, then the 4-bit ones paced
+	xb := a.xb[l*a.rowBytes()+g0/16*q.wordsPerGroup()*3*a.C:]
+	sx, cr := a.sx[l*a.G+g0:], a.cr[l*a.G+g0:]
+	v := 2 // kernel variant: 4-bit GFNI, 4-bit shifts, 8-bit
 	switch {
 	case q.Bits == 4 && hasGFNI:
 		v = 0
 	case q.Bits == 4:
 		v = 1
 	}
-	if v < 2 && a.rowBytes()+4*K*q.Bits/8 > paceL1 {
-		v += 3
-	}
 	S := (G + 15) / 16 // stripes
 	f := qMatVecBKernels[q.meta][v]
 	f(&dst[0], n, &w[0], K*q.Bits/8, G, &xb[0], q.wordsPerGroup(), S, 1<<(G-16*(S-1))-1,
 		max(4*S1, pfMin), &a.dq[l], &sx[0], &cr[0], 1<<(G%16)-1)
 }
-
-// paceL1 is the bytes of a row's activation planes and a four-row block's
-// codes past which the 4-bit kernels run paced: they no longer fit a 32 KB L1
-// together, and unpaced the loop then runs ahead on DRAM (see PACE in
-// dotb_amd64.s). Tests lower it to run the paced kernels.
-var paceL1 = 32 << 10
 
 // pfMin is the least distance in bytes the four-row byte-dot kernels prefetch
 // ahead (see dotb_amd64.s).
@@ -248,10 +242,10 @@ func sumBytesAsm(b []byte) (uint64, bool) {
 
 // qMatVecBKernels are the byte-dot kernels by type of scales (metaF32,
 // metaBF16, metaF16) and variant.
-var qMatVecBKernels = [3][5]func(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64){
-	{qMatVecB4, qMatVecB4S, qMatVecB8, qMatVecB4P, qMatVecB4SP},
-	{qMatVecB4BF, qMatVecB4SBF, qMatVecB8BF, qMatVecB4PBF, qMatVecB4SPBF},
-	{qMatVecB4H, qMatVecB4SH, qMatVecB8H, qMatVecB4PH, qMatVecB4SPH},
+var qMatVecBKernels = [3][3]func(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64){
+	{qMatVecB4, qMatVecB4S, qMatVecB8},
+	{qMatVecB4BF, qMatVecB4SBF, qMatVecB8BF},
+	{qMatVecB4H, qMatVecB4SH, qMatVecB8H},
 }
 
 //go:noescape
@@ -280,24 +274,6 @@ func qMatVecB4SH(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, 
 
 //go:noescape
 func qMatVecB8H(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
-
-//go:noescape
-func qMatVecB4P(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
-
-//go:noescape
-func qMatVecB4SP(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
-
-//go:noescape
-func qMatVecB4PBF(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
-
-//go:noescape
-func qMatVecB4SPBF(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
-
-//go:noescape
-func qMatVecB4PH(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
-
-//go:noescape
-func qMatVecB4SPH(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
 
 //go:noescape
 func dequantPanel4(p *float32, w *uint32, s, b *float32, groups, wpg int, woff, soff *int32)

@@ -53,7 +53,7 @@ GLOBL lane0s<>(SB), RODATA|NOPTR, $16
 // ROW4 adds one chunk of a 4-bit row (codes at caddr) to its sums AH, AM, AL;
 // C and H are scratch. The low nibbles stay in C, the high ones go to H by a
 // GF(2) affine map (NIB: GFNI, x >> 4 per byte); ROW4S, for CPUs without GFNI,
-// shifts and masks instead (NIBS). ROW4P and ROW4SP are them paced (see PACE).
+// shifts and masks instead (NIBS).
 // On Zen 4 ROW4S runs 30–33 cycles per four-row chunk from L2 where ROW4 runs
 // 33–35, but over DRAM ROW4 streams faster (lm_head 0.89 vs 0.84 of a probe
 // above 40 GB/s, the same at ~31), so GFNI is taken where present.
@@ -64,18 +64,6 @@ GLOBL lane0s<>(SB), RODATA|NOPTR, $16
 
 #define ROW4S(caddr, C, H, AH, AM, AL) \
 	VMOVDQU32.Z caddr, K1, C; \
-	NIBS(C, H); \
-	DOT4(C, H, AH, AM, AL)
-
-#define ROW4P(caddr, C, H, AH, AM, AL) \
-	VMOVDQU32.Z caddr, K1, C; \
-	PACE(C); \
-	NIB(C, H); \
-	DOT4(C, H, AH, AM, AL)
-
-#define ROW4SP(caddr, C, H, AH, AM, AL) \
-	VMOVDQU32.Z caddr, K1, C; \
-	PACE(C); \
 	NIBS(C, H); \
 	DOT4(C, H, AH, AM, AL)
 
@@ -121,15 +109,12 @@ GLOBL lane0s<>(SB), RODATA|NOPTR, $16
 // 4-bit kernels, whose six dots per chunk and row already run at about
 // PACE's pace, do without (there PACE took a quarter of the dots' issue):
 // with each thread on its own stretch of rows (RunChunks) they read 0.82 of
-// 50 GB/s unpaced, 0.79 paced, and the same 0.87–0.88 at ~30 GB/s; but
-// not where a row's planes and a block's codes outgrow L1 (the caller picks,
-// see paceL1): for K = 8192 (Llama-3.2-1B's down projection) paced reads
-// 0.86–0.87 of a ~31 GB/s probe and 0.78–0.81 of a ~44 GB/s one, unpaced
-// 0.83 and 0.73, where the K = 2048 matrices read 0.89–1.0 unpaced and
-// less paced (a decode step's ops timed in 24-token windows, two runs of
-// 110–130 windows per variant, medians; the whole step gained 0.02–0.03 of
-// the probe in the 44 GB/s minutes, nothing at ~31). With two dots fewer
-// per chunk instead, a timing-only variant, down read 0.51 of ~44 GB/s.
+// 50 GB/s unpaced, 0.79 paced, and the same 0.87–0.88 at ~30 GB/s. Where a
+// row's planes and a block's codes outgrew L1 (K = 8192: Llama-3.2-1B's down
+// projection) they ran paced, which read 0.86–0.87 of a ~31 GB/s probe and
+// 0.78–0.81 of a ~44 GB/s one where unpaced read 0.83 and 0.73 (with two dots
+// fewer per chunk, timing only, 0.51); such rows are now cut into K-slabs
+// that fit L1 (blocked.go), which read faster than either.
 #define PACE(C) \
 	VPDPBUSD Z0, C, Z31; \
 	VPDPBUSD Z1, C, Z31
@@ -374,8 +359,7 @@ done: \
 	VZEROUPPER; \
 	RET
 
-// K4, K4S and K8 are the whole kernels: 4-bit with GFNI, 4-bit without, 8-bit;
-// K4P and K4SP the 4-bit ones paced.
+// K4, K4S and K8 are the whole kernels: 4-bit with GFNI, 4-bit without, 8-bit.
 #define K4(ROW) \
 	VPBROADCASTD b0f<>(SB), Z6; \
 	VPBROADCASTQ bhi4<>(SB), Z24; \
@@ -402,7 +386,7 @@ done: \
 //     smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64): rb code bytes per
 //     row, G groups, wpg chunks per stripe, S stripes, smsk the last stripe's
 //     lanes, pf the prefetch distance, tmsk the bias pass's tail. B4S
-// for CPUs without GFNI, B8 for 8-bit codes, B4P and B4SP paced.
+// for CPUs without GFNI, B8 for 8-bit codes.
 TEXT ·qMatVecB4(SB), NOSPLIT, $0-112
 	K4(ROW4)
 
@@ -411,12 +395,6 @@ TEXT ·qMatVecB4S(SB), NOSPLIT, $0-112
 
 TEXT ·qMatVecB8(SB), NOSPLIT, $0-112
 	K8
-
-TEXT ·qMatVecB4P(SB), NOSPLIT, $0-112
-	K4(ROW4P)
-
-TEXT ·qMatVecB4SP(SB), NOSPLIT, $0-112
-	K4S(ROW4SP)
 
 #undef SLOAD
 #undef MLOAD
@@ -439,12 +417,6 @@ TEXT ·qMatVecB4SBF(SB), NOSPLIT, $0-112
 TEXT ·qMatVecB8BF(SB), NOSPLIT, $0-112
 	K8
 
-TEXT ·qMatVecB4PBF(SB), NOSPLIT, $0-112
-	K4(ROW4P)
-
-TEXT ·qMatVecB4SPBF(SB), NOSPLIT, $0-112
-	K4S(ROW4SP)
-
 #undef SLOAD
 #undef MLOAD
 #undef MLOADT
@@ -462,8 +434,3 @@ TEXT ·qMatVecB4SH(SB), NOSPLIT, $0-112
 TEXT ·qMatVecB8H(SB), NOSPLIT, $0-112
 	K8
 
-TEXT ·qMatVecB4PH(SB), NOSPLIT, $0-112
-	K4(ROW4P)
-
-TEXT ·qMatVecB4SPH(SB), NOSPLIT, $0-112
-	K4S(ROW4SP)

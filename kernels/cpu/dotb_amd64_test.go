@@ -15,17 +15,3 @@ func TestMatVecBNoGFNI(t *testing.T) {
 	defer func() { hasGFNI = old }()
 	checkMatVecB(t)
 }
-
-// TestMatVecBPaced runs the byte-dot tests with the paced 4-bit kernels (with
-// and without GFNI), which MatMul takes for rows too long for L1.
-func TestMatVecBPaced(t *testing.T) {
-	if !hasVNNI {
-		t.Skip("no AVX-512 VNNI")
-	}
-	old, oldG := paceL1, hasGFNI
-	defer func() { paceL1, hasGFNI = old, oldG }()
-	paceL1 = 0
-	checkMatVecB(t)
-	hasGFNI = false
-	checkMatVecB(t)
-}

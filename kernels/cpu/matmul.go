@@ -34,6 +34,12 @@ type QMatrix struct {
 	// and Biases are nil) in the blocked layout of blocked.go: see Prepare.
 	Blocked []byte
 	meta    uint8 // Blocked's type of scales and biases: metaF32, metaBF16 or metaF16
+
+	// slabs are a blocked q's K-slabs in order, views of Blocked (see
+	// blocked.go); one, a view of all of it, when its rows fit L1. k0 is a
+	// slab's first column.
+	slabs []QMatrix
+	k0    int
 }
 
 // row returns row n (of K) of a row-major q: its code words, scales and biases.
@@ -100,15 +106,20 @@ func (p *Pool) MatMul(dst, x []float32, L int, w *Weight) {
 	}
 	t := &p.mm[0]
 	p.quantize(p.plan(t, dst, x, L, w), x, L, w)
+	n := w.N
+	if t.slab > 0 {
+		n = len(w.Q.slabs) * t.slab
+	}
 	if L == 1 {
-		p.RunChunks(w.N, p.vecChunk(w.N), 4, t)
+		p.RunChunks(n, p.vecChunk(n), 4, t)
 	} else {
 		grain := 16
 		if w.Format == FormatQ && L >= deqMinL && t.k.pTile != nil {
 			grain = panelN
 		}
-		p.Run(w.N, grain, t)
+		p.Run(n, grain, t)
 	}
+	t.addSlabs()
 	*t = mmTask{} // drop references to the caller's slices
 }
 
@@ -149,7 +160,7 @@ func (p *Pool) planAll(dst [][]float32, x []float32, w []*Weight) bool {
 		}
 		t := &p.mm[i]
 		p.plan(t, dst[i], x, 1, wi)
-		if wi.N == 0 || t.act != p.mm[0].act || (t.act != actNone && (wi.Q.Bits != w0.Q.Bits || wi.Q.GroupSize != w0.Q.GroupSize)) {
+		if wi.N == 0 || t.slab > 0 || t.act != p.mm[0].act || (t.act != actNone && (wi.Q.Bits != w0.Q.Bits || wi.Q.GroupSize != w0.Q.GroupSize)) {
 			clear(p.mm[:])
 			return false
 		}
@@ -180,6 +191,11 @@ func (p *Pool) plan(t *mmTask, dst, x []float32, L int, w *Weight) actFormat {
 		panic(fmt.Sprintf("cpu: MatMul: a blocked weight (see Prepare) with the %s kernels", t.k.name))
 	case w.Format == FormatQ && t.k.qMatVecB != nil && bFits(w.Q, w.K) && (w.Q.Blocked != nil) == t.k.blocked:
 		t.b, t.run, t.act = &p.actb, (*mmTask).doQB, actBytes
+		if ns := len(w.Q.slabs); ns > 1 {
+			t.slab = (w.N + 3) &^ 3
+			p.part = grow(p.part, (ns-1)*L*w.N)
+			t.part = p.part[:(ns-1)*L*w.N]
+		}
 	case w.Format == FormatQ && qFast(w.Q, w.K):
 		t.a, t.run, t.act = &p.act, (*mmTask).doQ, actInt16
 	case w.Format == FormatQ:
@@ -251,6 +267,12 @@ type mmTask struct {
 	p      *Pool
 	run    func(t *mmTask, n0, n1 int)
 	act    actFormat // the form of x run reads
+
+	// A weight in K-slabs (see blocked.go) runs rows [j·slab, j·slab+N) as
+	// slab j's rows, slab 0 into dst and slab j > 0 into part[j−1] (L, N);
+	// addSlabs adds them up. slab is 0 otherwise.
+	slab int
+	part []float32
 }
 
 // deqMinL is the number of tokens from which MatMul runs a quantized weight as
@@ -491,15 +513,50 @@ func (t *mmTask) doQ(n0, n1 int) {
 	}
 }
 
-// doQB runs rows [n0, n1) of a 4/8-bit weight against byte-plane activations,
-// a mat-vec per token within row blocks that stay in cache.
+// doQB runs rows [n0, n1) of a 4/8-bit weight against byte-plane activations
+// (with K-slabs, the rows of mmTask.slab's index space).
 func (t *mmTask) doQB(n0, n1 int) {
 	q, N, K := t.w.Q, t.w.N, t.w.K
+	if t.slab == 0 {
+		t.doQBSlab(t.dst, q, K, n0, n1)
+		return
+	}
+	for j := range q.slabs {
+		lo, hi := max(n0-j*t.slab, 0), min(n1-j*t.slab, N)
+		if lo >= hi {
+			continue
+		}
+		out := t.dst
+		if j > 0 {
+			out = t.part[(j-1)*t.L*N : j*t.L*N]
+		}
+		t.doQBSlab(out, &q.slabs[j], q.slabCols(j, K), lo, hi)
+	}
+}
+
+// doQBSlab runs rows [n0, n1) of q (a weight's matrix or one of its K-slabs,
+// rows of K) into out (L, N), a mat-vec per token within row blocks that stay
+// in cache.
+func (t *mmTask) doQBSlab(out []float32, q *QMatrix, K, n0, n1 int) {
+	N := t.w.N
 	rb := rowBlock(K*q.Bits/8, 4)
 	for nb := n0; nb < n1; nb += rb {
 		ne := min(nb+rb, n1)
 		for l := range t.L {
-			t.k.qMatVecB(t.dst[l*N+nb:l*N+ne], q, K, nb, t.b, l)
+			t.k.qMatVecB(out[l*N+nb:l*N+ne], q, K, nb, t.b, l)
+		}
+	}
+}
+
+// addSlabs adds the K-slabs' outputs after the first to dst, in slab order.
+func (t *mmTask) addSlabs() {
+	if t.slab == 0 {
+		return
+	}
+	n := len(t.dst)
+	for j := 0; j < len(t.part); j += n {
+		for i, v := range t.part[j : j+n] {
+			t.dst[i] += v
 		}
 	}
 }

@@ -403,6 +403,8 @@ func TestMatMulAllocs(t *testing.T) {
 		{"q4-prepared/L=1", randWeight(r, FormatQ, 258, 512, 4, 64), 1},
 		{"q8-prepared/L=3", randWeight(r, FormatQ, 256, 512, 8, 64), 3},
 		{"q4-prepared/L=29", randWeight(r, FormatQ, 96, 2048, 4, 64), 29},
+		{"q4-prepared-slabs/L=1", randWeight(r, FormatQ, 12, 8192, 4, 64), 1},
+		{"q8-prepared-slabs/L=2", randWeight(r, FormatQ, 12, 8192, 8, 64), 2},
 	} {
 		if strings.Contains(tc.name, "prepared") {
 			Prepare(tc.w)
@@ -532,6 +534,77 @@ func TestMatMuls(t *testing.T) {
 							if d := math.Abs(float64(dst[i][j] - alone[i][j])); d > 4e-6*mag[j]+1e-30 {
 								t.Fatalf("weight %d out[%d]: MatMuls %g, MatMul %g", i, j, dst[i][j], alone[i][j])
 							}
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestSlabWidth checks where rows are cut into K-slabs (blocked.go): the
+// Llama-3.2-1B down projection (K = 8192) in slabs of 2048 (4-bit) or 1024
+// (8-bit), the K = 2048 matrices in one, and at least one stripe a slab.
+func TestSlabWidth(t *testing.T) {
+	for _, c := range []struct{ bits, gs, K, want int }{
+		{4, 64, 2048, 2048}, {4, 64, 6144, 6144}, {4, 64, 8192, 2048}, {4, 32, 14336, 2048},
+		{4, 128, 8192, 2048}, {4, 256, 8192, 4096}, {8, 64, 4096, 4096}, {8, 64, 8192, 1024},
+		{8, 128, 8192, 2048},
+	} {
+		if got := slabWidth(&QMatrix{Bits: c.bits, GroupSize: c.gs}, c.K); got != c.want {
+			t.Errorf("q%d gs=%d K=%d: slabs of %d columns, want %d", c.bits, c.gs, c.K, got, c.want)
+		}
+	}
+}
+
+// TestMatMulSlabs runs weights in K-slabs of one stripe (see lowerBlockL1):
+// two to five slabs, the last one whole, short of a stripe or of one group;
+// four-row blocks and single rows; a decode step, short batches and a
+// prefill; 2 and 3 threads. Each must match the float64 reference and the same
+// weight in one slab.
+func TestMatMulSlabs(t *testing.T) {
+	var ks *kernelSet
+	for _, k := range kernelSets() {
+		if k.blocked {
+			ks = k
+		}
+	}
+	if ks == nil {
+		t.Skip("no kernels for the blocked layout on this machine: K-slabs are theirs alone")
+	}
+	defer useKernels(ks)()
+	r := rand.New(rand.NewPCG(31, 32))
+	for _, c := range []struct{ bits, gs, K, slabs int }{
+		{4, 32, 1024, 2}, {4, 32, 1024 + 384, 3}, {4, 64, 2048 + 640, 3}, {4, 32, 4*512 + 256, 5},
+		{8, 32, 2*512 + 192, 3}, {8, 128, 4096 + 256, 3}, {8, 64, 3 * 1024, 3},
+	} {
+		for _, s := range []struct{ N, L int }{{1, 1}, {5, 1}, {8, 1}, {13, 1}, {9, 3}, {6, 16}} {
+			w := randWeight(r, FormatQ, s.N, c.K, c.bits, c.gs)
+			x := randVec(r, s.L*c.K)
+			want, mag, qb := ref(w, x, s.L)
+			one := forKernels(ks, w)
+			old := blockL1
+			blockL1 = 1
+			sl := forKernels(ks, w)
+			blockL1 = old
+			if len(one.Q.slabs) != 1 || len(sl.Q.slabs) != c.slabs {
+				t.Fatalf("q%d gs=%d K=%d: %d and %d K-slabs, want 1 and %d", c.bits, c.gs, c.K, len(one.Q.slabs), len(sl.Q.slabs), c.slabs)
+			}
+			for _, threads := range []int{2, 3} {
+				t.Run(fmt.Sprintf("q%d/gs=%d/K=%d/N=%d/L=%d/threads=%d", c.bits, c.gs, c.K, s.N, s.L, threads), func(t *testing.T) {
+					p := NewPool(threads)
+					defer p.Close()
+					a, b := make([]float32, s.L*s.N), make([]float32, s.L*s.N)
+					p.MatMul(a, x, s.L, one)
+					p.MatMul(b, x, s.L, sl)
+					res := 0.0
+					if s.L < deqMinL {
+						res = actRes(ks, w)
+					}
+					checkRef(t, b, want, mag, qb, res)
+					for i := range b {
+						if d := math.Abs(float64(b[i] - a[i])); d > 4e-6*mag[i]+1e-30 {
+							t.Fatalf("out[%d]: in slabs %g, in one %g", i, b[i], a[i])
 						}
 					}
 				})

@@ -37,6 +37,7 @@ type Pool struct {
 	actb actB         // the same for the byte-dot kernels
 	deq  chan *deqBuf // one dequantized row block per thread (see doQDeq)
 	xp   xPanel       // MatMul's x in panel-step order (see doQPanel)
+	part []float32    // MatMul's outputs of K-slabs after the first (see mmTask)
 }
 
 // share is one thread's part of a RunChunks call, alone on its cache line.
