@@ -47,9 +47,9 @@ import (
 // 57–178 samples per regime): the down projection (K = 8192) as four slabs
 // read 0.78–0.79 of a 42–55 GB/s probe where as one row it read 0.66–0.67
 // (paced, as it had to be: see PACE in dotb_amd64.s), and the sequence ran
-// 2–3 % faster; at ~30 GB/s both read 0.85–0.87. Slabs of 1024 columns
-// gained half as much, of 4096 less; for 8-bit codes slabs read the same as
-// one row, within 1 %.
+// 2–3 % faster; at ~30 GB/s both read 0.85–0.87. Slabs of 1024 or 4096
+// columns read down at 0.76 and 0.71 there; for 8-bit codes slabs read the
+// same as one row, within 1 %.
 
 // The element types of a blocked layout's scales and biases.
 const (
