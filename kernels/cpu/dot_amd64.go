@@ -91,7 +91,7 @@ func qMatVecBAsm(dst []float32, q *QMatrix, K, n0 int, a *actB, l int) {
 	G, S1, g0 := K/q.GroupSize, blockRowBytes(q, K), q.k0/q.GroupSize
 	q.checkBlocked(n0, n, S1)
 	w := q.Blocked[n0*S1 : (n0+n)*S1]
-	xb := a.xb[l*a.rowBytes()+g0/16*q.wordsPerGroup()*3*a.C:]
+	xb := a.xb[l*a.rowBytes()+a.at(q.k0):] // a slab starts a stripe: lane 0 of its first chunk
 	sx, cr := a.sx[l*a.G+g0:], a.cr[l*a.G+g0:]
 	v := 2 // kernel variant: 4-bit GFNI, 4-bit shifts, 8-bit
 	switch {

@@ -360,14 +360,14 @@ done: \
 	RET
 
 // K4, K4S and K8 are the whole kernels: 4-bit with GFNI, 4-bit without, 8-bit.
-#define K4(ROW) \
+#define K4 \
 	VPBROADCASTD b0f<>(SB), Z6; \
 	VPBROADCASTQ bhi4<>(SB), Z24; \
-	BODY(ROW, LOADX4, 384)
+	BODY(ROW4, LOADX4, 384)
 
-#define K4S(ROW) \
+#define K4S \
 	VPBROADCASTD b0f<>(SB), Z6; \
-	BODY(ROW, LOADX4, 384)
+	BODY(ROW4S, LOADX4, 384)
 
 #define K8 \
 	BODY(ROW8, LOADX8, 192)
@@ -388,10 +388,10 @@ done: \
 //     lanes, pf the prefetch distance, tmsk the bias pass's tail. B4S
 // for CPUs without GFNI, B8 for 8-bit codes.
 TEXT ·qMatVecB4(SB), NOSPLIT, $0-112
-	K4(ROW4)
+	K4
 
 TEXT ·qMatVecB4S(SB), NOSPLIT, $0-112
-	K4S(ROW4S)
+	K4S
 
 TEXT ·qMatVecB8(SB), NOSPLIT, $0-112
 	K8
@@ -409,10 +409,10 @@ TEXT ·qMatVecB8(SB), NOSPLIT, $0-112
 
 // The kernels for bf16 scales and biases.
 TEXT ·qMatVecB4BF(SB), NOSPLIT, $0-112
-	K4(ROW4)
+	K4
 
 TEXT ·qMatVecB4SBF(SB), NOSPLIT, $0-112
-	K4S(ROW4S)
+	K4S
 
 TEXT ·qMatVecB8BF(SB), NOSPLIT, $0-112
 	K8
@@ -426,10 +426,10 @@ TEXT ·qMatVecB8BF(SB), NOSPLIT, $0-112
 
 // The kernels for f16 scales and biases.
 TEXT ·qMatVecB4H(SB), NOSPLIT, $0-112
-	K4(ROW4)
+	K4
 
 TEXT ·qMatVecB4SH(SB), NOSPLIT, $0-112
-	K4S(ROW4S)
+	K4S
 
 TEXT ·qMatVecB8H(SB), NOSPLIT, $0-112
 	K8
