@@ -110,16 +110,23 @@ func checkMatVecB(t *testing.T) {
 							if ks.blocked {
 								a = &as
 							}
-							got := make([]float32, s.N+1)
-							got[s.N] = 42 // the kernel must not write past its rows
-							ks.qMatVecB(got[:s.N], forKernels(ks, w).Q, K, 0, a, l)
-							if got[s.N] != 42 {
-								t.Fatalf("%s: wrote past the last row", ks.name)
-							}
-							for i := range s.N {
-								if d := math.Abs(float64(got[i] - goRef[i])); d > 4e-6*mag[l*s.N+i] {
-									t.Fatalf("token %d out[%d]: %s %g, go %g", l, i, ks.name, got[i], goRef[i])
+							var first []float32
+							for _, pf := range []bool{true, false} {
+								got := make([]float32, s.N+1)
+								got[s.N] = 42 // the kernel must not write past its rows
+								ks.qMatVecB(got[:s.N], forKernels(ks, w).Q, K, 0, a, l, pf)
+								if got[s.N] != 42 {
+									t.Fatalf("%s: wrote past the last row", ks.name)
 								}
+								for i := range s.N {
+									if d := math.Abs(float64(got[i] - goRef[i])); d > 4e-6*mag[l*s.N+i] {
+										t.Fatalf("token %d out[%d]: %s %g, go %g", l, i, ks.name, got[i], goRef[i])
+									}
+								}
+								if first != nil && !slices.Equal(got, first) {
+									t.Fatalf("%s: prefetch %v changed the result", ks.name, pf)
+								}
+								first = got
 							}
 						}
 					}

@@ -15,8 +15,12 @@ type kernelSet struct {
 	qTileN, qTileL int
 
 	// qMatVecB, if set, is qMatVec on byte-plane activations (see actB), for
-	// the weights bFits takes; MatMul prefers it.
-	qMatVecB func(dst []float32, q *QMatrix, K, n0 int, a *actB, l int)
+	// the weights bFits takes; MatMul prefers it. pf has it prefetch the
+	// codes far ahead in software, where tunePF.
+	qMatVecB func(dst []float32, q *QMatrix, K, n0 int, a *actB, l int, pf bool)
+	// tunePF: qMatVecB's software prefetch is chosen per weight as decode
+	// runs (see pfTune); otherwise pf is always set.
+	tunePF bool
 	// blocked: qMatVecB reads only the blocked layout, and Prepare moves the
 	// weights it takes there (see blocked.go). Its rows [n0, n0+len(dst))
 	// are then whole blocks: n0 a multiple of 4, and so is len(dst) unless the

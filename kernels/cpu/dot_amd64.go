@@ -76,8 +76,10 @@ func qMatVecAVX2(dst []float32, q *QMatrix, K, n0 int, a *actQ, l int) {
 }
 
 // qMatVecBAsm runs the byte-dot kernels (see actB) on a blocked q of one
-// K-slab (a slab of a matrix, or one whole) and striped planes.
-func qMatVecBAsm(dst []float32, q *QMatrix, K, n0 int, a *actB, l int) {
+// K-slab (a slab of a matrix, or one whole) and striped planes; without pf
+// the prefetches fall on the lines being loaded, which leaves the stream to
+// the hardware prefetchers.
+func qMatVecBAsm(dst []float32, q *QMatrix, K, n0 int, a *actB, l int, pf bool) {
 	n := len(dst)
 	if n == 0 {
 		return
@@ -101,9 +103,13 @@ func qMatVecBAsm(dst []float32, q *QMatrix, K, n0 int, a *actB, l int) {
 		v = 1
 	}
 	S := (G + 15) / 16 // stripes
+	dist := 0
+	if pf {
+		dist = max(4*S1, pfMin)
+	}
 	f := qMatVecBKernels[q.meta][v]
 	f(&dst[0], n, &w[0], K*q.Bits/8, G, &xb[0], q.wordsPerGroup(), S, 1<<(G-16*(S-1))-1,
-		max(4*S1, pfMin), &a.dq[l], &sx[0], &cr[0], 1<<(G%16)-1)
+		dist, &a.dq[l], &sx[0], &cr[0], 1<<(G%16)-1)
 }
 
 // pfMin is the least distance in bytes the four-row byte-dot kernels prefetch
@@ -196,6 +202,7 @@ var kernVNNI = kernelSet{
 	qMatVec:  qMatVecAVX2,
 	qMatVecB: qMatVecBAsm,
 	blocked:  true,
+	tunePF:   true,
 	fMatVec:  fMatVecAVX2,
 	fTile:    fTileAVX2,
 	fTileN:   2, fTileL: 4,

@@ -1,6 +1,9 @@
 package cpu
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Weight is a read-only (N, K) matrix in one of the storage formats ingot loads.
 // Exactly one of F32, U16 (f16 or bf16, see Format) or Q is set.
@@ -40,6 +43,8 @@ type QMatrix struct {
 	// slab's first column.
 	slabs []QMatrix
 	k0    int
+
+	pf pfTune // the decode mat-vecs' software prefetch (kernelSet.tunePF)
 }
 
 // row returns row n (of K) of a row-major q: its code words, scales and biases.
@@ -105,7 +110,10 @@ func (p *Pool) MatMul(dst, x []float32, L int, w *Weight) {
 		return
 	}
 	t := &p.mm[0]
-	p.quantize(p.plan(t, dst, x, L, w), x, L, w)
+	f := p.plan(t, dst, x, L, w)
+	u, arm := t.tunePF()
+	start := time.Now()
+	p.quantize(f, x, L, w)
 	n := w.N
 	if t.slab > 0 {
 		n = len(w.Q.slabs) * t.slab
@@ -120,6 +128,9 @@ func (p *Pool) MatMul(dst, x []float32, L int, w *Weight) {
 		p.Run(n, grain, t)
 	}
 	t.addSlabs()
+	if u != nil {
+		u.record(arm, time.Since(start))
+	}
 	*t = mmTask{} // drop references to the caller's slices
 }
 
@@ -142,11 +153,17 @@ func (p *Pool) MatMuls(dst [][]float32, x []float32, L int, w []*Weight) {
 	}
 	t := &p.mms
 	*t = mmsTask{tasks: p.mm[:len(w)]}
+	u, arm := t.tasks[0].tunePF() // the first weight's tuner serves the call
 	for i := range t.tasks {
 		t.n += (w[i].N + 3) &^ 3 // every weight starts on a four-row block
+		t.tasks[i].pf = t.tasks[0].pf
 	}
+	start := time.Now()
 	p.quantize(t.tasks[0].act, x, 1, w[0])
 	p.RunChunks(t.n, p.vecChunk(t.n), 4, t)
+	if u != nil {
+		u.record(arm, time.Since(start))
+	}
 	clear(p.mm[:])
 }
 
@@ -208,6 +225,20 @@ func (p *Pool) plan(t *mmTask, dst, x []float32, L int, w *Weight) actFormat {
 		t.run = (*mmTask).doF
 	}
 	return t.act
+}
+
+// tunePF sets t.pf and returns the tuner that chose it and its arm (see
+// pfTune): for a decode mat-vec on kernels whose prefetch is tuned, else nil
+// with t.pf set.
+func (t *mmTask) tunePF() (*pfTune, int) {
+	t.pf = true
+	if t.L != 1 || t.act != actBytes || !t.k.tunePF {
+		return nil, 0
+	}
+	u := &t.w.Q.pf
+	arm := u.arm()
+	t.pf = arm == 0
+	return u, arm
 }
 
 // actFormat is the form a MatMul needs its x in.
@@ -273,6 +304,8 @@ type mmTask struct {
 	// addSlabs adds them up. slab is 0 otherwise.
 	slab int
 	part []float32
+
+	pf bool // qMatVecB prefetches in software
 }
 
 // deqMinL is the number of tokens from which MatMul runs a quantized weight as
@@ -543,7 +576,7 @@ func (t *mmTask) doQBSlab(out []float32, q *QMatrix, K, n0, n1 int) {
 	for nb := n0; nb < n1; nb += rb {
 		ne := min(nb+rb, n1)
 		for l := range t.L {
-			t.k.qMatVecB(out[l*N+nb:l*N+ne], q, K, nb, t.b, l)
+			t.k.qMatVecB(out[l*N+nb:l*N+ne], q, K, nb, t.b, l, t.pf)
 		}
 	}
 }

@@ -1,0 +1,59 @@
+package cpu
+
+import "time"
+
+// pfTune chooses, for one weight's decode mat-vecs on the byte-dot kernels
+// (kernelSet.tunePF), whether the kernels prefetch the codes far ahead in
+// software or leave the stream to the hardware prefetchers. Which is faster
+// depends on the moment, so it is measured as the model runs: each call runs
+// the arm whose mean call time is lower, every pfExplore-th call the other
+// one, and the call's time updates its arm's mean. The results are the same
+// bits either way; only the speed differs.
+//
+// Measured on Zen 4 (this 2-vCPU VM, q4, a Llama-3.2-1B layer's matrices in
+// order over DRAM, A/B alternated, ~300 rounds a run): with the read bandwidth
+// at its usual ~30–35 GB/s (the two vCPUs sharing a core complex, by their
+// ~0.2 µs cache-line round trip) the matrices read 0.98–1.00 of the probe
+// without software prefetch and 0.88 with it (q8 0.99 and 0.91); in the
+// minutes the probe reads 45–57 GB/s (the vCPUs on different core
+// complexes), with it 0.82–0.83, without it the same in some minutes and 9 %
+// slower in others. No single distance serves both: 2, 4.6, 6.9 and 9 KB
+// ahead read 8, 4, 4 and 1 % faster than 18 KB in the usual minutes, and
+// 2 KB 32 % slower in the fast ones; prefetching one or two lines of a
+// chunk's four read slower than all four or none.
+type pfTune struct {
+	n  uint32
+	ns [2]float32 // mean call time in ns (EWMA) with prefetch (0) and without (1); 0 until measured
+}
+
+// pfExplore: one call in pfExplore runs the arm that is not the faster.
+const pfExplore = 16
+
+// arm returns the arm for the next call: 0 prefetches, 1 does not.
+func (u *pfTune) arm() int {
+	u.n++
+	switch {
+	case u.ns[0] == 0:
+		return 0
+	case u.ns[1] == 0:
+		return 1
+	}
+	best := 0
+	if u.ns[1] < u.ns[0] {
+		best = 1
+	}
+	if u.n%pfExplore == 0 {
+		return 1 - best
+	}
+	return best
+}
+
+// record adds a call of arm that took d.
+func (u *pfTune) record(arm int, d time.Duration) {
+	v := float32(max(d.Nanoseconds(), 1))
+	if u.ns[arm] == 0 {
+		u.ns[arm] = v
+		return
+	}
+	u.ns[arm] += (v - u.ns[arm]) / 4
+}
