@@ -31,12 +31,14 @@
 // scales, Z31 PACE's, K1 the stripe's lanes, K2 tail groups of the bias pass.
 
 // A four-row block prefetches the codes pf bytes ahead (the caller's pfMin, at
-// least one block: 4·S1), and the next block's scales and biases as it starts
-// (left to the hardware prefetcher, their misses cost 10–15 % of decode
+// least one block: 4·S1; or 0, which leaves the stream to the hardware
+// prefetchers: see pfTune), and the next block's scales and biases as it
+// starts (left to the hardware prefetcher, their misses cost 10–15 % of decode
 // speed). PFB is how far ahead a single row prefetches. Measured on Zen 4 over
 // K = 2048…16384: a fixed two blocks ahead costs 5–8 % at K ≥ 8192, a fixed
-// 9 KB as much at K ≥ 14336; with the VM's bandwidth at ~50 GB/s instead of
-// ~32, a 9 KB minimum held q8 mat-vecs at 38 GB/s and 18 KB let them reach 43.
+// 9 KB as much at K ≥ 14336 (K-slabs have since cut rows past 2048 4-bit or
+// 1024 8-bit codes); with the VM's bandwidth at ~50 GB/s instead of ~32, a
+// 9 KB minimum held q8 mat-vecs at 38 GB/s and 18 KB let them reach 43.
 #define PFB 8192
 #define PF(a) PREFETCHT1 a
 

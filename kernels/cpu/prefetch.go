@@ -10,17 +10,16 @@ import "time"
 // one, and the call's time updates its arm's mean. The results are the same
 // bits either way; only the speed differs.
 //
-// Measured on Zen 4 (this 2-vCPU VM, q4, a Llama-3.2-1B layer's matrices in
-// order over DRAM, A/B alternated, ~300 rounds a run): with the read bandwidth
-// at its usual ~30–35 GB/s (the two vCPUs sharing a core complex, by their
-// ~0.2 µs cache-line round trip) the matrices read 0.98–1.00 of the probe
-// without software prefetch and 0.88 with it (q8 0.99 and 0.91); in the
-// minutes the probe reads 45–57 GB/s (the vCPUs on different core
-// complexes), with it 0.82–0.83, without it the same in some minutes and 9 %
-// slower in others. No single distance serves both: 2, 4.6, 6.9 and 9 KB
-// ahead read 8, 4, 4 and 1 % faster than 18 KB in the usual minutes, and
-// 2 KB 32 % slower in the fast ones; prefetching one or two lines of a
-// chunk's four read slower than all four or none.
+// Measured on Zen 4 (this 2-vCPU VM, a Llama-3.2-1B layer's matrices in
+// order over DRAM, A/B alternated, 300 rounds a run): with the read bandwidth
+// at its usual 30–38 GB/s the q4 matrices read 0.94–1.00 of the probe without
+// software prefetch and 0.88 with it (q8 0.98–0.99 and 0.91–0.92); in the
+// minutes the probe reads 45–57 GB/s, without it read from 1 % faster to
+// 13 % slower than with it, by the run. No one distance serves both: 2 KB
+// ahead read 8 % faster than 18 KB in the usual minutes and 32 % slower in
+// the fast ones; prefetching one or two of a chunk's four lines read slower
+// than all four or none. Choosing as it runs, the harness read 0.99 of
+// always prefetching in the fast minutes and of never in the usual ones.
 type pfTune struct {
 	n  uint32
 	ns [2]float32 // mean call time in ns (EWMA) with prefetch (0) and without (1); 0 until measured
