@@ -92,7 +92,8 @@ func (w *Weight) Bytes() int {
 // the fly (see [QMatrix.DequantRow]).
 //
 // For L = 1 MatMul is a bandwidth-bound mat-vec whose row chunks the threads
-// claim dynamically; for L > 1 it blocks rows so a weight block stays in cache
+// claim dynamically (on the byte-dot kernels with the software prefetch each
+// weight's calls have measured faster: see pfTune); for L > 1 it blocks rows so a weight block stays in cache
 // while tiles of several tokens reuse each decoded weight. From L = 16 (prefill)
 // a quantized weight of any width instead takes the exact float path: each
 // thread dequantizes a block of rows to f32 (as DequantRow; a per-thread
@@ -111,7 +112,7 @@ func (p *Pool) MatMul(dst, x []float32, L int, w *Weight) {
 	}
 	t := &p.mm[0]
 	f := p.plan(t, dst, x, L, w)
-	u, arm := t.tunePF()
+	u, arm := t.choosePF()
 	start := time.Now()
 	p.quantize(f, x, L, w)
 	n := w.N
@@ -153,7 +154,7 @@ func (p *Pool) MatMuls(dst [][]float32, x []float32, L int, w []*Weight) {
 	}
 	t := &p.mms
 	*t = mmsTask{tasks: p.mm[:len(w)]}
-	u, arm := t.tasks[0].tunePF() // the first weight's tuner serves the call
+	u, arm := t.tasks[0].choosePF() // the first weight's tuner serves the call
 	for i := range t.tasks {
 		t.n += (w[i].N + 3) &^ 3 // every weight starts on a four-row block
 		t.tasks[i].pf = t.tasks[0].pf
@@ -227,10 +228,10 @@ func (p *Pool) plan(t *mmTask, dst, x []float32, L int, w *Weight) actFormat {
 	return t.act
 }
 
-// tunePF sets t.pf and returns the tuner that chose it and its arm (see
+// choosePF sets t.pf and returns the tuner that chose it and its arm (see
 // pfTune): for a decode mat-vec on kernels whose prefetch is tuned, else nil
 // with t.pf set.
-func (t *mmTask) tunePF() (*pfTune, int) {
+func (t *mmTask) choosePF() (*pfTune, int) {
 	t.pf = true
 	if t.L != 1 || t.act != actBytes || !t.k.tunePF {
 		return nil, 0
