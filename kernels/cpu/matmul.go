@@ -112,7 +112,7 @@ func (p *Pool) MatMul(dst, x []float32, L int, w *Weight) {
 	}
 	t := &p.mm[0]
 	f := p.plan(t, dst, x, L, w)
-	u, arm := t.choosePF()
+	u := t.choosePF()
 	start := time.Now()
 	p.quantize(f, x, L, w)
 	n := w.N
@@ -130,7 +130,7 @@ func (p *Pool) MatMul(dst, x []float32, L int, w *Weight) {
 	}
 	t.addSlabs()
 	if u != nil {
-		u.record(arm, time.Since(start))
+		u.record(t.pf, time.Since(start))
 	}
 	*t = mmTask{} // drop references to the caller's slices
 }
@@ -154,7 +154,7 @@ func (p *Pool) MatMuls(dst [][]float32, x []float32, L int, w []*Weight) {
 	}
 	t := &p.mms
 	*t = mmsTask{tasks: p.mm[:len(w)]}
-	u, arm := t.tasks[0].choosePF() // the first weight's tuner serves the call
+	u := t.tasks[0].choosePF() // the first weight's tuner serves the call
 	for i := range t.tasks {
 		t.n += (w[i].N + 3) &^ 3 // every weight starts on a four-row block
 		t.tasks[i].pf = t.tasks[0].pf
@@ -163,7 +163,7 @@ func (p *Pool) MatMuls(dst [][]float32, x []float32, L int, w []*Weight) {
 	p.quantize(t.tasks[0].act, x, 1, w[0])
 	p.RunChunks(t.n, p.vecChunk(t.n), 4, t)
 	if u != nil {
-		u.record(arm, time.Since(start))
+		u.record(t.tasks[0].pf, time.Since(start))
 	}
 	clear(p.mm[:])
 }
@@ -228,18 +228,16 @@ func (p *Pool) plan(t *mmTask, dst, x []float32, L int, w *Weight) actFormat {
 	return t.act
 }
 
-// choosePF sets t.pf and returns the tuner that chose it and its arm (see
-// pfTune): for a decode mat-vec on kernels whose prefetch is tuned, else nil
-// with t.pf set.
-func (t *mmTask) choosePF() (*pfTune, int) {
+// choosePF sets t.pf and returns the tuner that chose it (see pfTune): for a
+// decode mat-vec on kernels whose prefetch is tuned, else nil with t.pf set.
+func (t *mmTask) choosePF() *pfTune {
 	t.pf = true
 	if t.L != 1 || t.act != actBytes || !t.k.tunePF {
-		return nil, 0
+		return nil
 	}
 	u := &t.w.Q.pf
-	arm := u.arm()
-	t.pf = arm == 0
-	return u, arm
+	t.pf = u.prefetch()
+	return u
 }
 
 // actFormat is the form a MatMul needs its x in.

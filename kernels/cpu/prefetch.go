@@ -22,37 +22,35 @@ import "time"
 // always prefetching in the fast minutes and of never in the usual ones.
 type pfTune struct {
 	n  uint32
-	ns [2]float32 // mean call time in ns (EWMA) with prefetch (0) and without (1); 0 until measured
+	ns [2]float32 // mean call time in ns (EWMA) with prefetch (arm 0) and without (arm 1); 0 until measured
 }
 
 // pfExplore: one call in pfExplore runs the arm that is not the faster.
 const pfExplore = 16
 
-// arm returns the arm for the next call: 0 prefetches, 1 does not.
-func (u *pfTune) arm() int {
+// prefetch reports whether the next call prefetches: each arm once first,
+// then the faster, and the other every pfExplore-th call.
+func (u *pfTune) prefetch() bool {
 	u.n++
 	switch {
 	case u.ns[0] == 0:
-		return 0
+		return true
 	case u.ns[1] == 0:
-		return 1
+		return false
 	}
-	best := 0
-	if u.ns[1] < u.ns[0] {
-		best = 1
-	}
-	if u.n%pfExplore == 0 {
-		return 1 - best
-	}
-	return best
+	return (u.ns[0] <= u.ns[1]) != (u.n%pfExplore == 0)
 }
 
-// record adds a call of arm that took d.
-func (u *pfTune) record(arm int, d time.Duration) {
+// record adds a call that took d, with prefetch pf.
+func (u *pfTune) record(pf bool, d time.Duration) {
+	m := &u.ns[0]
+	if !pf {
+		m = &u.ns[1]
+	}
 	v := float32(max(d.Nanoseconds(), 1))
-	if u.ns[arm] == 0 {
-		u.ns[arm] = v
+	if *m == 0 {
+		*m = v
 		return
 	}
-	u.ns[arm] += (v - u.ns[arm]) / 4
+	*m += (v - *m) / 4
 }

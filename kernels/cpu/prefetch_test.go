@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -12,7 +13,7 @@ import (
 func TestPFTune(t *testing.T) {
 	for _, c := range []struct {
 		name       string
-		ns         [2]time.Duration // call time per arm, then after flip calls
+		ns         [2]time.Duration // call time with prefetch (arm 0) and without (arm 1), then after flip calls
 		flip       int
 		after      [2]time.Duration
 		wantBefore int // the arm run most before the flip
@@ -28,7 +29,11 @@ func TestPFTune(t *testing.T) {
 			const calls = 400
 			var runs [2][2]int // [before/after the flip][arm]
 			for i := range calls {
-				arm := u.arm()
+				pf := u.prefetch()
+				arm := 0
+				if !pf {
+					arm = 1
+				}
 				if i < 2 && arm != i {
 					t.Fatalf("call %d ran arm %d: the first two calls measure arm 0, then 1", i, arm)
 				}
@@ -36,7 +41,7 @@ func TestPFTune(t *testing.T) {
 				if c.flip > 0 && i >= c.flip {
 					ns = c.after
 				}
-				u.record(arm, ns[arm])
+				u.record(pf, ns[arm])
 				switch {
 				case c.flip == 0 || i < c.flip:
 					if i >= 2 {
@@ -62,8 +67,9 @@ func TestPFTune(t *testing.T) {
 }
 
 // TestMatMulTunesPF checks that decode mat-vecs on kernels whose prefetch is
-// tuned run through the weight's tuner, both arms, with the same results,
-// and that other calls (prefill, other kernels) leave it alone.
+// tuned run through the weight's tuner, both arms, with the same results; that
+// a fused MatMuls call runs through its first weight's tuner; and that other
+// calls (prefill, other kernels) leave it alone.
 func TestMatMulTunesPF(t *testing.T) {
 	r := rand.New(rand.NewPCG(31, 32))
 	p := NewPool(2)
@@ -86,17 +92,40 @@ func TestMatMulTunesPF(t *testing.T) {
 		first = dst
 	}
 	p.MatMul(make([]float32, 16*N), x, 16, w) // prefill: not tuned
-	u := w.Q.pf
-	if !kern.tunePF {
-		if u.n != 0 {
-			t.Fatalf("kernels %s do not tune prefetch, but the tuner ran %d calls", kern.name, u.n)
+
+	// a fused call: q, k and v shapes of one x
+	ws := []*Weight{randWeight(r, FormatQ, N, K, 4, 64), randWeight(r, FormatQ, 16, K, 4, 64), randWeight(r, FormatQ, 16, K, 4, 64)}
+	for _, wi := range ws {
+		Prepare(wi)
+	}
+	var firsts [][]float32
+	for range calls {
+		dst := [][]float32{make([]float32, N), make([]float32, 16), make([]float32, 16)}
+		p.MatMuls(dst, x[:K], 1, ws)
+		for j := range firsts {
+			if !slices.Equal(dst[j], firsts[j]) {
+				t.Fatalf("MatMuls output %d changed between calls: the prefetch arm changed a result", j)
+			}
 		}
-		return
+		firsts = dst
 	}
-	if u.n != calls {
-		t.Errorf("tuner ran %d calls, want %d (the decode calls only)", u.n, calls)
-	}
-	if u.ns[0] == 0 || u.ns[1] == 0 {
-		t.Errorf("call times %v: both arms should have been measured", u.ns)
+
+	for i, c := range []struct {
+		q    *QMatrix
+		want uint32
+	}{{w.Q, calls}, {ws[0].Q, calls}, {ws[1].Q, 0}, {ws[2].Q, 0}} {
+		u := c.q.pf
+		if !kern.tunePF {
+			if u.n != 0 {
+				t.Fatalf("kernels %s do not tune prefetch, but tuner %d ran %d calls", kern.name, i, u.n)
+			}
+			continue
+		}
+		if u.n != c.want {
+			t.Errorf("tuner %d ran %d calls, want %d (the decode calls, through the first weight of a fused call)", i, u.n, c.want)
+		}
+		if c.want > 0 && (u.ns[0] == 0 || u.ns[1] == 0) {
+			t.Errorf("tuner %d: call times %v: both arms should have been measured", i, u.ns)
+		}
 	}
 }
