@@ -111,7 +111,7 @@ func checkMatVecB(t *testing.T) {
 								a = &as
 							}
 							var first []float32
-							for _, pf := range []bool{true, false} {
+							for pf := range pfArms {
 								got := make([]float32, s.N+1)
 								got[s.N] = 42 // the kernel must not write past its rows
 								ks.qMatVecB(got[:s.N], forKernels(ks, w).Q, K, 0, a, l, pf)
@@ -124,7 +124,7 @@ func checkMatVecB(t *testing.T) {
 									}
 								}
 								if first != nil && !slices.Equal(got, first) {
-									t.Fatalf("%s: prefetch %v changed the result", ks.name, pf)
+									t.Fatalf("%s: prefetch arm %d changed the result", ks.name, pf)
 								}
 								first = got
 							}

@@ -15,11 +15,11 @@ type kernelSet struct {
 	qTileN, qTileL int
 
 	// qMatVecB, if set, is qMatVec on byte-plane activations (see actB), for
-	// the weights bFits takes; MatMul prefers it. pf has it prefetch the
-	// codes far ahead in software, where tunePF.
-	qMatVecB func(dst []float32, q *QMatrix, K, n0 int, a *actB, l int, pf bool)
-	// tunePF: qMatVecB's software prefetch is chosen per weight as decode
-	// runs (see pfTune); otherwise pf is always set.
+	// the weights bFits takes; MatMul prefers it. pf is how it prefetches
+	// the codes, where tunePF.
+	qMatVecB func(dst []float32, q *QMatrix, K, n0 int, a *actB, l int, pf pfArm)
+	// tunePF: qMatVecB's prefetch arm is chosen per weight as decode runs
+	// (see pfTune).
 	tunePF bool
 	// blocked: qMatVecB reads only the blocked layout, and Prepare moves the
 	// weights it takes there (see blocked.go). Its rows [n0, n0+len(dst))

@@ -23,11 +23,11 @@ func qMatVecB8NEONS(dst *float32, n int, w *uint32, wstride int, s, b *float32, 
 // qMatVecBNEON runs the byte-dot kernels with SDOT (see actB);
 // qMatVecBNEONS runs them with widening multiplies, for CPUs without
 // FEAT_DotProd. They leave prefetching to the hardware (pf is unused).
-func qMatVecBNEON(dst []float32, q *QMatrix, K, n0 int, a *actB, l int, _ bool) {
+func qMatVecBNEON(dst []float32, q *QMatrix, K, n0 int, a *actB, l int, _ pfArm) {
 	qMatVecBArm(dst, q, K, n0, a, l, true)
 }
 
-func qMatVecBNEONS(dst []float32, q *QMatrix, K, n0 int, a *actB, l int, _ bool) {
+func qMatVecBNEONS(dst []float32, q *QMatrix, K, n0 int, a *actB, l int, _ pfArm) {
 	qMatVecBArm(dst, q, K, n0, a, l, false)
 }
 

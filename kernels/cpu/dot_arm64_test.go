@@ -23,11 +23,11 @@ func TestMatVecBNEONRows(t *testing.T) {
 // byteDotVariants returns the arm64 byte-dot wrappers this CPU runs.
 func byteDotVariants() []struct {
 	name string
-	f    func(dst []float32, q *QMatrix, K, n0 int, a *actB, l int, pf bool)
+	f    func(dst []float32, q *QMatrix, K, n0 int, a *actB, l int, pf pfArm)
 } {
 	v := []struct {
 		name string
-		f    func(dst []float32, q *QMatrix, K, n0 int, a *actB, l int, pf bool)
+		f    func(dst []float32, q *QMatrix, K, n0 int, a *actB, l int, pf pfArm)
 	}{{"smull", qMatVecBNEONS}}
 	if hasDotProd {
 		v = append(v, v[0])
@@ -36,7 +36,7 @@ func byteDotVariants() []struct {
 	return v
 }
 
-func checkMatVecBRows(t *testing.T, f func(dst []float32, q *QMatrix, K, n0 int, a *actB, l int, pf bool)) {
+func checkMatVecBRows(t *testing.T, f func(dst []float32, q *QMatrix, K, n0 int, a *actB, l int, pf pfArm)) {
 	r := rand.New(rand.NewPCG(21, 22))
 	const N = 9
 	for _, bits := range []int{4, 8} {
@@ -56,7 +56,7 @@ func checkMatVecBRows(t *testing.T, f func(dst []float32, q *QMatrix, K, n0 int,
 				for n := 1; n0+n <= N; n++ {
 					got := make([]float32, n+1)
 					got[n] = 42
-					f(got[:n], w.Q, K, n0, &a, 0, true)
+					f(got[:n], w.Q, K, n0, &a, 0, pfL2)
 					if got[n] != 42 {
 						t.Fatalf("q%d gs=%d rows [%d,%d): wrote past the last row", bits, gs, n0, n0+n)
 					}
@@ -82,7 +82,7 @@ func TestMatVecBNEONExtremes(t *testing.T) {
 	}
 }
 
-func checkMatVecBExtremes(t *testing.T, f func(dst []float32, q *QMatrix, K, n0 int, a *actB, l int, pf bool)) {
+func checkMatVecBExtremes(t *testing.T, f func(dst []float32, q *QMatrix, K, n0 int, a *actB, l int, pf pfArm)) {
 	const N, gs, K = 4, 1024, 2048
 	d := float32(1.0 / bMaxT) // dx when max|x| = 1
 	for _, c := range []struct {
@@ -120,7 +120,7 @@ func checkMatVecBExtremes(t *testing.T, f func(dst []float32, q *QMatrix, K, n0 
 		want := make([]float32, N)
 		qMatVecBGo(want, q, K, 0, &a, 0)
 		got := make([]float32, N)
-		f(got, q, K, 0, &a, 0, true)
+		f(got, q, K, 0, &a, 0, pfL2)
 		for i := range got {
 			if d := math.Abs(float64(got[i] - want[i])); d > 1e-6*mag {
 				t.Errorf("q%d code %d x %g: out[%d] = %g, go %g", c.bits, c.code, c.x, i, got[i], want[i])
@@ -174,7 +174,7 @@ func TestNEONSmallCallAllocs(t *testing.T) {
 		t.Errorf("fMatVecNEON: %v allocs", n)
 	}
 	for _, v := range byteDotVariants() {
-		if n := testing.AllocsPerRun(10, func() { v.f(dst, wq.Q, K, 0, &a, 0, true) }); n != 0 {
+		if n := testing.AllocsPerRun(10, func() { v.f(dst, wq.Q, K, 0, &a, 0, pfL2) }); n != 0 {
 			t.Errorf("byte dots (%s): %v allocs", v.name, n)
 		}
 	}

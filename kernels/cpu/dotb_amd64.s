@@ -30,17 +30,35 @@
 // sums F, Z12-Z23 the int sums (three per row), Z25-Z28 scratch, Z30 the
 // scales, Z31 PACE's, K1 the stripe's lanes, K2 tail groups of the bias pass.
 
-// A four-row block prefetches the codes pf bytes ahead (the caller's pfMin, at
-// least one block: 4·S1; or 0, which leaves the stream to the hardware
-// prefetchers: see pfTune), and the next block's scales and biases as it
-// starts (left to the hardware prefetcher, their misses cost 10–15 % of decode
-// speed). PFB is how far ahead a single row prefetches. Measured on Zen 4 over
-// K = 2048…16384: a fixed two blocks ahead costs 5–8 % at K ≥ 8192, a fixed
-// 9 KB as much at K ≥ 14336 (K-slabs have since cut rows past 2048 4-bit or
-// 1024 8-bit codes); with the VM's bandwidth at ~50 GB/s instead of ~32, a
-// 9 KB minimum held q8 mat-vecs at 38 GB/s and 18 KB let them reach 43.
+// A four-row block prefetches the codes pf bytes ahead with instruction PFA
+// (the caller's distance, at least one block: 4·S1; or 0, which leaves the
+// stream to the hardware prefetchers: see pfTune), and the next block's
+// scales and biases as it starts (left to the hardware prefetcher, their
+// misses cost 10–15 % of decode speed); PFC is what else it prefetches per
+// chunk. Each kernel comes twice: with PREFETCHT1 (into L2) and nothing else,
+// and with PREFETCHT0 (into L1) and PFCUR, which also prefetches the chunk's
+// own lines just before it loads them. PFB is how far ahead a single row
+// prefetches.
+//
+// Measured on Zen 4 over K = 2048…16384: a fixed two blocks ahead costs 5–8 %
+// at K ≥ 8192, a fixed 9 KB as much at K ≥ 14336 (K-slabs have since cut rows
+// past 2048 4-bit or 1024 8-bit codes); with the VM's bandwidth at ~50 GB/s
+// instead of ~32, a 9 KB minimum held q8 mat-vecs at 38 GB/s and 18 KB let
+// them reach 43. Measured on Zen 5 (a 2-vCPU VM, one thread streaming a
+// 148 MB q4 matrix, as fractions of a one-thread read probe): PREFETCHT1 9 KB
+// ahead 0.61–0.69, of the chunk's own lines 0.53–0.61, no prefetch
+// instruction at all 0.23; PREFETCHT0 9 KB ahead 0.73–0.77, and with PFCUR
+// 0.84–0.91. There a loop of 512-bit loads, GFNI and dots alone reads 1.05,
+// and with six more loads a chunk from L1 (the planes) 0.76: the loads queued
+// behind each line that misses stall the core before enough lines are in
+// flight, and the prefetches keep them coming.
 #define PFB 8192
-#define PF(a) PREFETCHT1 a
+#define PFNO
+#define PFCUR \
+	PREFETCHT0 (AX); \
+	PREFETCHT0 64(AX); \
+	PREFETCHT0 128(AX); \
+	PREFETCHT0 192(AX)
 
 DATA b0f<>+0(SB)/4, $0x0f0f0f0f
 GLOBL b0f<>(SB), RODATA|NOPTR, $4
@@ -251,11 +269,11 @@ DONE: \
 	SHLQ    $2, R8; \
 L:
 
-// BODY is a whole kernel for row macro ROW, plane loads LOADX and XSTEP plane
-// bytes per chunk, over rows in the blocked layout (blocked.go): four-row
-// blocks while four rows are left, then one-row blocks. Each block runs its
-// stripes, then FINISH per row.
-#define BODY(ROW, LOADX, XSTEP) \
+// BODY is a whole kernel for row macro ROW, plane loads LOADX, XSTEP plane
+// bytes per chunk and prefetches PFA and PFC (above), over rows in the
+// blocked layout (blocked.go): four-row blocks while four rows are left, then
+// one-row blocks. Each block runs its stripes, then FINISH per row.
+#define BODY(ROW, LOADX, XSTEP, PFA, PFC) \
 	KMOVQ        tmsk+104(FP), K2; \
 	VBROADCASTSS b256<>(SB), Z29; \
 	MOVQ         dst+0(FP), DI; \
@@ -294,11 +312,12 @@ stripe4: \
 	MOVQ      wpg+48(FP), R12; \
 chunk4: \
 	LOADX; \
+	PFC; \
 	LEAQ      (AX)(R14*1), DX; \
-	PF((DX)); \
-	PF(64(DX)); \
-	PF(128(DX)); \
-	PF(192(DX)); \
+	PFA (DX); \
+	PFA 64(DX); \
+	PFA 128(DX); \
+	PFA 192(DX); \
 	LEAQ      (AX)(R8*2), DX; \
 	ROW((AX), Z25, Z26, Z12, Z13, Z14); \
 	ROW((AX)(R8*1), Z27, Z28, Z15, Z16, Z17); \
@@ -341,7 +360,7 @@ stripe1: \
 	MOVQ      wpg+48(FP), R12; \
 chunk1: \
 	LOADX; \
-	PF(PFB(AX)); \
+	PFA PFB(AX); \
 	ROW((AX), Z25, Z26, Z12, Z13, Z14); \
 	ADDQ      R8, AX; \
 	ADDQ      $XSTEP, BX; \
@@ -362,17 +381,17 @@ done: \
 	RET
 
 // K4, K4S and K8 are the whole kernels: 4-bit with GFNI, 4-bit without, 8-bit.
-#define K4 \
+#define K4(PFA, PFC) \
 	VPBROADCASTD b0f<>(SB), Z6; \
 	VPBROADCASTQ bhi4<>(SB), Z24; \
-	BODY(ROW4, LOADX4, 384)
+	BODY(ROW4, LOADX4, 384, PFA, PFC)
 
-#define K4S \
+#define K4S(PFA, PFC) \
 	VPBROADCASTD b0f<>(SB), Z6; \
-	BODY(ROW4S, LOADX4, 384)
+	BODY(ROW4S, LOADX4, 384, PFA, PFC)
 
-#define K8 \
-	BODY(ROW8, LOADX8, 192)
+#define K8(PFA, PFC) \
+	BODY(ROW8, LOADX8, 192, PFA, PFC)
 
 // The scales and biases: SLOAD loads a stripe's scales as floats (lanes K1),
 // MLOAD sixteen scales or biases, MLOADT the last ones (lanes K2); MSTEP is the
@@ -388,15 +407,24 @@ done: \
 //     smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64): rb code bytes per
 //     row, G groups, wpg chunks per stripe, S stripes, smsk the last stripe's
 //     lanes, pf the prefetch distance, tmsk the bias pass's tail. B4S
-// for CPUs without GFNI, B8 for 8-bit codes.
+// for CPUs without GFNI, B8 for 8-bit codes; the T0 kernels prefetch into L1.
 TEXT ·qMatVecB4(SB), NOSPLIT, $0-112
-	K4
+	K4(PREFETCHT1, PFNO)
+
+TEXT ·qMatVecB4T0(SB), NOSPLIT, $0-112
+	K4(PREFETCHT0, PFCUR)
 
 TEXT ·qMatVecB4S(SB), NOSPLIT, $0-112
-	K4S
+	K4S(PREFETCHT1, PFNO)
+
+TEXT ·qMatVecB4ST0(SB), NOSPLIT, $0-112
+	K4S(PREFETCHT0, PFCUR)
 
 TEXT ·qMatVecB8(SB), NOSPLIT, $0-112
-	K8
+	K8(PREFETCHT1, PFNO)
+
+TEXT ·qMatVecB8T0(SB), NOSPLIT, $0-112
+	K8(PREFETCHT0, PFCUR)
 
 #undef SLOAD
 #undef MLOAD
@@ -411,13 +439,22 @@ TEXT ·qMatVecB8(SB), NOSPLIT, $0-112
 
 // The kernels for bf16 scales and biases.
 TEXT ·qMatVecB4BF(SB), NOSPLIT, $0-112
-	K4
+	K4(PREFETCHT1, PFNO)
+
+TEXT ·qMatVecB4BFT0(SB), NOSPLIT, $0-112
+	K4(PREFETCHT0, PFCUR)
 
 TEXT ·qMatVecB4SBF(SB), NOSPLIT, $0-112
-	K4S
+	K4S(PREFETCHT1, PFNO)
+
+TEXT ·qMatVecB4SBFT0(SB), NOSPLIT, $0-112
+	K4S(PREFETCHT0, PFCUR)
 
 TEXT ·qMatVecB8BF(SB), NOSPLIT, $0-112
-	K8
+	K8(PREFETCHT1, PFNO)
+
+TEXT ·qMatVecB8BFT0(SB), NOSPLIT, $0-112
+	K8(PREFETCHT0, PFCUR)
 
 #undef SLOAD
 #undef MLOAD
@@ -428,11 +465,20 @@ TEXT ·qMatVecB8BF(SB), NOSPLIT, $0-112
 
 // The kernels for f16 scales and biases.
 TEXT ·qMatVecB4H(SB), NOSPLIT, $0-112
-	K4
+	K4(PREFETCHT1, PFNO)
+
+TEXT ·qMatVecB4HT0(SB), NOSPLIT, $0-112
+	K4(PREFETCHT0, PFCUR)
 
 TEXT ·qMatVecB4SH(SB), NOSPLIT, $0-112
-	K4S
+	K4S(PREFETCHT1, PFNO)
+
+TEXT ·qMatVecB4SHT0(SB), NOSPLIT, $0-112
+	K4S(PREFETCHT0, PFCUR)
 
 TEXT ·qMatVecB8H(SB), NOSPLIT, $0-112
-	K8
+	K8(PREFETCHT1, PFNO)
+
+TEXT ·qMatVecB8HT0(SB), NOSPLIT, $0-112
+	K8(PREFETCHT0, PFCUR)
 

@@ -44,7 +44,7 @@ type QMatrix struct {
 	slabs []QMatrix
 	k0    int
 
-	pf pfTune // the decode mat-vecs' software prefetch (kernelSet.tunePF)
+	pf pfTune // the decode mat-vecs' prefetch arm (kernelSet.tunePF)
 }
 
 // row returns row n (of K) of a row-major q: its code words, scales and biases.
@@ -92,8 +92,8 @@ func (w *Weight) Bytes() int {
 // the fly (see [QMatrix.DequantRow]).
 //
 // For L = 1 MatMul is a bandwidth-bound mat-vec whose row chunks the threads
-// claim dynamically (on the byte-dot kernels with the software prefetch each
-// weight's calls have measured faster: see pfTune); for L > 1 it blocks rows so a weight block stays in cache
+// claim dynamically (on the byte-dot kernels with the prefetch each weight's
+// calls have measured fastest: see pfTune); for L > 1 it blocks rows so a weight block stays in cache
 // while tiles of several tokens reuse each decoded weight. From L = 16 (prefill)
 // a quantized weight of any width instead takes the exact float path: each
 // thread dequantizes a block of rows to f32 (as DequantRow; a per-thread
@@ -229,13 +229,18 @@ func (p *Pool) plan(t *mmTask, dst, x []float32, L int, w *Weight) actFormat {
 }
 
 // choosePF sets t.pf and returns the tuner that chose it (see pfTune): for a
-// decode mat-vec on kernels whose prefetch is tuned, else nil with t.pf set.
+// decode mat-vec on kernels whose prefetch is tuned, else nil with t.pf the
+// weight's fastest arm so far.
 func (t *mmTask) choosePF() *pfTune {
-	t.pf = true
-	if t.L != 1 || t.act != actBytes || !t.k.tunePF {
+	t.pf = pfL2
+	if t.act != actBytes || !t.k.tunePF {
 		return nil
 	}
 	u := &t.w.Q.pf
+	if t.L != 1 {
+		t.pf = u.best()
+		return nil
+	}
 	t.pf = u.prefetch()
 	return u
 }
@@ -304,7 +309,7 @@ type mmTask struct {
 	slab int
 	part []float32
 
-	pf bool // qMatVecB prefetches in software
+	pf pfArm // how qMatVecB prefetches
 }
 
 // deqMinL is the number of tokens from which MatMul runs a quantized weight as

@@ -8,58 +8,65 @@ import (
 )
 
 // TestPFTune runs the tuner against arms of fixed call times: it measures
-// both first, then runs the faster and explores the other once in pfExplore
-// calls, and follows a change of which arm is faster.
+// each arm first, then runs the fastest and a slower arm once in
+// pfExplore·min(r⁴, 16) calls (r its time over the fastest's), and follows a
+// change of which arm is fastest.
 func TestPFTune(t *testing.T) {
+	type times = [pfArms]time.Duration // call time of each arm
 	for _, c := range []struct {
-		name       string
-		ns         [2]time.Duration // call time with prefetch (arm 0) and without (arm 1), then after flip calls
-		flip       int
-		after      [2]time.Duration
-		wantBefore int // the arm run most before the flip
-		wantAfter  int // and from 64 calls after it
+		name  string
+		ns    times // then after flip calls
+		flip  int
+		after times
+		want  [2]pfArm // the fastest arm before the flip and from settle calls after it
 	}{
-		{"prefetch faster", [2]time.Duration{80, 100}, 0, [2]time.Duration{}, 0, 0},
-		{"none faster", [2]time.Duration{100, 80}, 0, [2]time.Duration{}, 1, 1},
-		{"prefetch, then none", [2]time.Duration{80, 100}, 200, [2]time.Duration{100, 80}, 0, 1},
-		{"none, then prefetch", [2]time.Duration{100, 70}, 200, [2]time.Duration{90, 100}, 1, 0},
+		{"L2 fastest", times{80, 100, 120}, 0, times{}, [2]pfArm{pfL2}},
+		{"HW fastest, L1 far behind", times{100, 80, 200}, 0, times{}, [2]pfArm{pfHW}},
+		{"L1 fastest", times{100, 100, 70}, 0, times{}, [2]pfArm{pfL1}},
+		{"all the same", times{100, 100, 100}, 0, times{}, [2]pfArm{pfL2}},
+		{"L2, then L1", times{80, 100, 120}, 600, times{120, 100, 80}, [2]pfArm{pfL2, pfL1}},
+		{"L1, then HW", times{90, 100, 60}, 600, times{100, 70, 200}, [2]pfArm{pfL1, pfHW}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			const calls, settle = 1800, pfExplore * 16 // an arm 16× r⁴ behind runs again within settle calls
 			var u pfTune
-			const calls = 400
-			var runs [2][2]int // [before/after the flip][arm]
+			var runs [2][pfArms]int // [before/after the flip][arm]
 			for i := range calls {
-				pf := u.prefetch()
-				arm := 0
-				if !pf {
-					arm = 1
-				}
-				if i < 2 && arm != i {
-					t.Fatalf("call %d ran arm %d: the first two calls measure arm 0, then 1", i, arm)
+				a := u.prefetch()
+				if i < int(pfArms) && a != pfArm(i) {
+					t.Fatalf("call %d ran arm %d: the first calls measure the arms in order", i, a)
 				}
 				ns := c.ns
 				if c.flip > 0 && i >= c.flip {
 					ns = c.after
 				}
-				u.record(pf, ns[arm])
+				u.record(a, ns[a])
 				switch {
+				case i < int(pfArms):
 				case c.flip == 0 || i < c.flip:
-					if i >= 2 {
-						runs[0][arm]++
-					}
-				case i >= c.flip+64:
-					runs[1][arm]++
+					runs[0][a]++
+				case i >= c.flip+settle:
+					runs[1][a]++
 				}
 			}
-			for k, want := range []int{c.wantBefore, c.wantAfter} {
-				r := runs[k]
+			for k, ns := range []times{c.ns, c.after} {
 				if c.flip == 0 && k == 1 {
 					continue
 				}
-				n := r[0] + r[1]
-				// the slower arm runs once in pfExplore calls, give or take one
-				if got := r[1-want]; got > n/pfExplore+1 || got < n/pfExplore-1 {
-					t.Errorf("phase %d: arm %d ran %d of %d calls, want ~%d (1 in %d)", k, 1-want, got, n, n/pfExplore, pfExplore)
+				best, r := c.want[k], runs[k]
+				n := 0
+				for _, v := range r {
+					n += v
+				}
+				for a := range pfArms {
+					if a == best {
+						continue
+					}
+					q := float64(ns[a]) / float64(ns[best])
+					want := float64(n) / float64(int(pfExplore*min(q*q*q*q, 16)))
+					if got := float64(r[a]); got > want+2 || got < want-2 {
+						t.Errorf("phase %d: arm %d ran %d of %d calls, want ~%.1f (%.2f× the fastest's time)", k, a, r[a], n, want, q)
+					}
 				}
 			}
 		})
@@ -67,9 +74,9 @@ func TestPFTune(t *testing.T) {
 }
 
 // TestMatMulTunesPF checks that decode mat-vecs on kernels whose prefetch is
-// tuned run through the weight's tuner, both arms, with the same results; that
+// tuned run through the weight's tuner, every arm, with the same results; that
 // a fused MatMuls call runs through its first weight's tuner; and that other
-// calls (prefill, other kernels) leave it alone.
+// calls (short batches, prefill, other kernels) leave it alone.
 func TestMatMulTunesPF(t *testing.T) {
 	r := rand.New(rand.NewPCG(31, 32))
 	p := NewPool(2)
@@ -91,7 +98,8 @@ func TestMatMulTunesPF(t *testing.T) {
 		}
 		first = dst
 	}
-	p.MatMul(make([]float32, 16*N), x, 16, w) // prefill: not tuned
+	p.MatMul(make([]float32, 16*N), x, 16, w)     // prefill: not tuned
+	p.MatMul(make([]float32, 4*N), x[:4*K], 4, w) // a short batch: the fastest arm, not tuned
 
 	// a fused call: q, k and v shapes of one x
 	ws := []*Weight{randWeight(r, FormatQ, N, K, 4, 64), randWeight(r, FormatQ, 16, K, 4, 64), randWeight(r, FormatQ, 16, K, 4, 64)}
@@ -124,8 +132,8 @@ func TestMatMulTunesPF(t *testing.T) {
 		if u.n != c.want {
 			t.Errorf("tuner %d ran %d calls, want %d (the decode calls, through the first weight of a fused call)", i, u.n, c.want)
 		}
-		if c.want > 0 && (u.ns[0] == 0 || u.ns[1] == 0) {
-			t.Errorf("tuner %d: call times %v: both arms should have been measured", i, u.ns)
+		if c.want > 0 && slices.Contains(u.ns[:], 0) {
+			t.Errorf("tuner %d: call times %v: every arm should have been measured", i, u.ns)
 		}
 	}
 }
