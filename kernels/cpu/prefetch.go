@@ -9,7 +9,7 @@ type pfArm uint8
 const (
 	pfL2 pfArm = iota // PREFETCHT1 (into L2) pfMin bytes ahead
 	pfHW              // nothing ahead: the hardware prefetchers (PREFETCHT1 of the lines being loaded)
-	pfL1              // PREFETCHT0 (into L1) pfL1Ahead bytes ahead and of the lines being loaded
+	pfL1              // PREFETCHT0 (into L1) pfL1Ahead and 4 KB ahead and of the lines being loaded
 	pfArms
 )
 
@@ -28,10 +28,11 @@ const (
 // 45–57 GB/s, pfHW read from 1 % faster to 13 % slower than pfL2, by the run.
 // No one PREFETCHT1 distance serves both: 2 KB ahead read 8 % faster than 18
 // KB in the usual minutes and 32 % slower in the fast ones. On Zen 5 (the same
-// kind of VM, the same harness, 50–60 rounds) pfL1 read 0.84–0.89 of a 35–39
-// GB/s probe and 0.85–0.89 of a 57–65 GB/s one, where pfL2 read 0.76 and 0.61
-// and pfHW ~0.55 (q8: pfL1 0.96–0.99 and 0.93, the tuner between pfL2 and
-// pfHW 0.89 and 0.73).
+// kind of VM, the same harness, 50–60 rounds) pfL1 (then without its lines 4
+// KB ahead) read 0.84–0.89 of a 35–39 GB/s probe and 0.85–0.89 of a 57–65
+// GB/s one, where pfL2 read 0.76 and 0.61 and pfHW ~0.55 (q8: pfL1 0.96–0.99
+// and 0.93, the tuner between pfL2 and pfHW 0.89 and 0.73); see dotb_amd64.s
+// for the lines 4 KB ahead.
 type pfTune struct {
 	n   uint32
 	ns  [pfArms]float32 // mean call time per arm in ns (EWMA); 0 until measured
