@@ -238,7 +238,7 @@ func (t *mmTask) choosePF() *pfTune {
 	}
 	u := &t.w.Q.pf
 	if t.L != 1 {
-		t.pf = u.best()
+		t.pf = u.best
 		return nil
 	}
 	t.pf = u.prefetch()

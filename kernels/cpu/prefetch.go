@@ -16,10 +16,18 @@ const (
 // pfTune chooses, for one weight's decode mat-vecs on the byte-dot kernels
 // (kernelSet.tunePF), how the kernels prefetch (pfArm). Which arm is fastest
 // depends on the CPU and on the moment, so it is measured as the model runs:
-// each call runs the arm whose mean call time is lowest, and a slower arm
-// again after pfExplore·r⁴ calls (r its mean over the fastest's, r⁴ at most
-// 16), so an arm that is far behind costs little to keep measuring; the
-// call's time updates its arm's mean.
+// each call runs the fastest arm, and a slower one again after pfExplore·r⁴
+// calls (r its time over the fastest's, r⁴ at most 16), so an arm far behind
+// costs little to keep measuring. The fastest arm's calls keep its mean time;
+// a slower arm's call is weighed against that mean, so the two are compared
+// within a few calls of each other (this VM's bandwidth drifts by 2× within
+// seconds, and means kept apart drift with it), and it takes over once the
+// mean of those ratios falls below 1. With each arm's own mean instead, a
+// synthetic Llama-3.2-1B q4 decode on Zen 5 ran pfL1 in 79 % of the q and o
+// calls and 64 % of gate/up's, where pfL1 was 5–25 % faster than the others;
+// with ratios in 95 %, and the bench's tg128 read 0.81–0.95 of the probe
+// where it read 0.84–0.92 (six runs alternated, paired by bandwidth: +1 to
+// +9 %).
 //
 // Measured on Zen 4 (a 2-vCPU VM, a Llama-3.2-1B layer's matrices in order
 // over DRAM, A/B alternated, 300 rounds a run): with the read bandwidth at its
@@ -34,9 +42,11 @@ const (
 // and 0.93, the tuner between pfL2 and pfHW 0.89 and 0.73); see dotb_amd64.s
 // for the lines 4 KB ahead.
 type pfTune struct {
-	n   uint32
-	ns  [pfArms]float32 // mean call time per arm in ns (EWMA); 0 until measured
-	due [pfArms]uint32  // the call at which an arm that is not the fastest runs next
+	n    uint32
+	best pfArm
+	ns   float32         // the best arm's mean call time in ns (EWMA); 0 until measured
+	rel  [pfArms]float32 // each other arm's call times over ns at the time (EWMA); 0 until measured
+	due  [pfArms]uint32  // the call at which an arm that is not the best runs next
 }
 
 // pfExplore: a slower arm runs again after pfExplore·r⁴ calls (see pfTune).
@@ -45,44 +55,51 @@ type pfTune struct {
 // 0.877 (pfL2 ran 3 % of the calls, pfHW 0.2 %).
 const pfExplore = 32
 
-// prefetch returns the arm the next call runs: each arm once first, then the
-// fastest, and a slower one when it is due.
+// prefetch returns the arm the next call runs: each arm once first (pfL2,
+// pfHW, pfL1), then the fastest, and a slower one when it is due.
 func (u *pfTune) prefetch() pfArm {
 	u.n++
+	if u.ns == 0 {
+		return u.best
+	}
 	for a := range pfArms {
-		if u.ns[a] == 0 {
+		if a != u.best && u.rel[a] == 0 {
 			return a
 		}
 	}
-	best := u.best()
 	for a := range pfArms {
-		if a != best && u.n >= u.due[a] {
-			r := u.ns[a] / u.ns[best]
+		if a != u.best && u.n >= u.due[a] {
+			r := u.rel[a]
 			u.due[a] = u.n + uint32(pfExplore*min(r*r*r*r, 16))
 			return a
 		}
 	}
-	return best
-}
-
-// best returns the arm of lowest mean call time (pfL2 until one is measured).
-func (u *pfTune) best() pfArm {
-	b := pfL2
-	for a := range pfArms {
-		if u.ns[a] != 0 && (u.ns[b] == 0 || u.ns[a] < u.ns[b]) {
-			b = a
-		}
-	}
-	return b
+	return u.best
 }
 
 // record adds a call of arm a that took d.
 func (u *pfTune) record(a pfArm, d time.Duration) {
-	m := &u.ns[a]
 	v := float32(max(d.Nanoseconds(), 1))
-	if *m == 0 {
-		*m = v
+	if a == u.best {
+		if u.ns == 0 {
+			u.ns = v
+		} else {
+			u.ns += (v - u.ns) / 4
+		}
 		return
 	}
-	*m += (v - *m) / 4
+	r := v / u.ns
+	if u.rel[a] == 0 {
+		u.rel[a] = r
+	} else {
+		u.rel[a] += (r - u.rel[a]) / 4
+	}
+	if k := u.rel[a]; k < 1 { // a is faster: the others are weighed against it now
+		for b := range u.rel {
+			u.rel[b] /= k
+		}
+		u.rel[u.best], u.rel[a] = 1/k, 0
+		u.ns *= k
+		u.best = a
+	}
 }
