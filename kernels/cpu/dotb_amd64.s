@@ -46,18 +46,19 @@
 // instead of ~32, a 9 KB minimum held q8 mat-vecs at 38 GB/s and 18 KB let
 // them reach 43. Measured on Zen 5 (a 2-vCPU VM, one thread streaming a
 // 148 MB q4 matrix, as fractions of a one-thread read probe): PREFETCHT1 9 KB
-// ahead 0.61–0.69, of the chunk's own lines 0.53–0.61, no prefetch
-// instruction at all 0.23; PREFETCHT0 9 KB ahead 0.73–0.77, and with the
-// chunk's own lines too 0.84–0.95. There a loop of 512-bit loads, GFNI and
-// dots alone reads 1.05, and with six more loads a chunk from L1 (the planes)
-// 0.76: the loads queued behind each line that misses stall the core before
-// enough lines are in flight, and the prefetches keep them coming. Two
-// threads, a Llama-3.2-1B layer's seven matrices in order (6 layers and
-// lm_head, A/B alternated, 1500 rounds): PREFETCHT0 8 KB ahead, the chunk's
-// lines and those 4 KB ahead read 0.916 of a ~31 GB/s probe, 0.915 of ~35 and
-// 0.963 of ~52, where without the lines 4 KB ahead they read 0.906, 0.892 and
-// 0.938 (and 0.859 against 0.871 in a 60-round spell at 67 GB/s); 8-bit codes
-// 0.997 against 0.959 at ~40 GB/s, 0.831 against 0.836 at 67.
+// ahead 0.60–0.71, of the chunk's own lines 0.52–0.61, no prefetch
+// instruction at all 0.23; PREFETCHT0 9 KB ahead 0.73–0.77, and 8 KB ahead
+// with the chunk's own lines too 0.92–0.95. There a loop of 512-bit loads,
+// GFNI and dots alone reads 1.05–1.12, and with six more loads a chunk from
+// L1 (the planes) 0.76: the loads queued behind each line that misses stall
+// the core before enough lines are in flight, and the prefetches keep them
+// coming. Two threads, a Llama-3.2-1B layer's seven matrices in order (6
+// layers and lm_head, A/B alternated, 1500 rounds): PREFETCHT0 8 KB ahead,
+// the chunk's lines and those 4 KB ahead read 0.916 of a ~31 GB/s probe,
+// 0.915 of ~35 and 0.963 of ~52, where without the lines 4 KB ahead they read
+// 0.906, 0.892 and 0.938 (and 0.859 against 0.871 in a 60-round spell at 67
+// GB/s); 8-bit codes 0.997 against 0.959 at ~40 GB/s, 0.831 against 0.836 at
+// 67.
 #define PFB 8192
 #define PFNO
 #define PFCUR \
