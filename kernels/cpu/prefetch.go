@@ -24,8 +24,8 @@ const (
 // seconds, and means kept apart drift with it), and it takes over once the
 // mean of those ratios falls below 1. With each arm's own mean instead, a
 // synthetic Llama-3.2-1B q4 decode on Zen 5 ran pfL1 in 79 % of the q and o
-// calls and 64 % of gate/up's, where pfL1 was 5–25 % faster than the others;
-// with ratios in 95 %, and the bench's tg128 (alternated, paired by the
+// calls and 51–64 % of gate/up's and down's, where pfL1 was 5–25 % faster
+// than the others; with ratios in 95–97 %, and the bench's tg128 (alternated, paired by the
 // probe) read 0.940 and 0.946 of ~46 GB/s where it read 0.847 and 0.863,
 // 0.925 of ~29 against 0.917, 0.848 of ~50 against 0.838.
 //
