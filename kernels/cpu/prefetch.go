@@ -25,9 +25,9 @@ const (
 // mean of those ratios falls below 1. With each arm's own mean instead, a
 // synthetic Llama-3.2-1B q4 decode on Zen 5 ran pfL1 in 79 % of the q and o
 // calls and 51–64 % of gate/up's and down's, where pfL1 was 5–25 % faster
-// than the others; with ratios in 95–97 %, and the bench's tg128 (alternated, paired by the
-// probe) read 0.940 and 0.946 of ~46 GB/s where it read 0.847 and 0.863,
-// 0.925 of ~29 against 0.917, 0.848 of ~50 against 0.838.
+// than the others; with ratios in 95–97 %, and the bench's tg128 (alternated,
+// paired by the probe) read 0.940 and 0.946 of ~46 GB/s where it read 0.847
+// and 0.863, 0.925 of ~29 against 0.917, 0.848 of ~50 against 0.838.
 //
 // Measured on Zen 4 (a 2-vCPU VM, a Llama-3.2-1B layer's matrices in order
 // over DRAM, A/B alternated, 300 rounds a run): with the read bandwidth at its
