@@ -93,9 +93,10 @@ func (w *Weight) Bytes() int {
 //
 // For L = 1 MatMul is a bandwidth-bound mat-vec whose row chunks the threads
 // claim dynamically (on the byte-dot kernels with the prefetch each weight's
-// calls have measured fastest: see pfTune); for L > 1 it blocks rows so a weight block stays in cache
-// while tiles of several tokens reuse each decoded weight. From L = 16 (prefill)
-// a quantized weight of any width instead takes the exact float path: each
+// calls have measured fastest: see pfTune); for L > 1 it blocks rows so a
+// weight block stays in cache while tiles of several tokens reuse each decoded
+// weight. From L = 16 (prefill) a quantized weight of any width instead takes
+// the exact float path: each
 // thread dequantizes a block of rows to f32 (as DequantRow; a per-thread
 // scratch of at most 256 KB, never a copy of the matrix) and runs the f32 tile
 // kernels on it. With a panel kernel (AVX-512) the blocks are panels of 32 rows

@@ -81,19 +81,10 @@ func (u *pfTune) prefetch() pfArm {
 func (u *pfTune) record(a pfArm, d time.Duration) {
 	v := float32(max(d.Nanoseconds(), 1))
 	if a == u.best {
-		if u.ns == 0 {
-			u.ns = v
-		} else {
-			u.ns += (v - u.ns) / 4
-		}
+		ewma(&u.ns, v)
 		return
 	}
-	r := v / u.ns
-	if u.rel[a] == 0 {
-		u.rel[a] = r
-	} else {
-		u.rel[a] += (r - u.rel[a]) / 4
-	}
+	ewma(&u.rel[a], v/u.ns)
 	if k := u.rel[a]; k < 1 { // a is faster: the others are weighed against it now
 		for b := range u.rel {
 			u.rel[b] /= k
@@ -102,4 +93,13 @@ func (u *pfTune) record(a pfArm, d time.Duration) {
 		u.ns *= k
 		u.best = a
 	}
+}
+
+// ewma moves mean m a quarter of the way to v (to v if m is 0: unmeasured).
+func ewma(m *float32, v float32) {
+	if *m == 0 {
+		*m = v
+		return
+	}
+	*m += (v - *m) / 4
 }

@@ -125,12 +125,8 @@ func TestMatMulTunesPF(t *testing.T) {
 	for range calls {
 		dst := make([]float32, N)
 		p.MatMul(dst, x[:K], 1, w)
-		if first != nil {
-			for i := range dst {
-				if dst[i] != first[i] {
-					t.Fatalf("out[%d] = %g, was %g: the prefetch arm changed a result", i, dst[i], first[i])
-				}
-			}
+		if first != nil && !slices.Equal(dst, first) {
+			t.Fatalf("MatMul output changed between calls: the prefetch arm changed a result")
 		}
 		first = dst
 	}
