@@ -231,14 +231,16 @@ func (c *CPU) RoPE(x *Tensor, pos int, p *RoPE) {
 // Attention runs causal GQA; see [AttnParams]. Prefill (L·H/Hkv ≥ 16 query
 // vectors per KV head) runs [cpu.Attn.Block] over (KV head, query block)
 // units, numbered largest first, that the threads claim (RunChunks: each its
-// own share, then the others' leftovers). A decode step (L = 1) over at
-// least 2·attnPartKeys keys splits them into parts of at least attnPartKeys,
-// up to two per thread, that the threads claim and [cpu.Attn.Merge] combines
-// (Llama-3.2-1B shape at 1100 keys: 330–390 µs per layer, was 620–720 when
-// each thread took whole heads).
+// own share, then the others' leftovers). A decode step (L = 1) runs
+// [cpu.Attn.Decode]: over at least 2·attnPartKeys keys it splits them into
+// parts of at least attnPartKeys, up to two per thread, that the threads
+// claim and [cpu.Attn.Merge] combines (Llama-3.2-1B shape at 1100 keys:
+// 330–390 µs per layer, was 620–720 when each thread took whole heads); over
+// fewer it splits the KV heads, a part per thread, and each part merges its
+// own heads.
 // Other short calls run one row and KV head at a time ([cpu.Attention] over
 // its query heads, which share each widening of an f16 cache), the threads
-// claiming whole groups (fewer keys than that: faster).
+// claiming whole groups.
 func (c *CPU) Attention(dst, q, k, v *Tensor, pos int, p *AttnParams) {
 	L := q.NumRows()
 	qw, kw := p.Heads*p.HeadDim, p.KVHeads*p.HeadDim
@@ -255,14 +257,19 @@ func (c *CPU) Attention(dst, q, k, v *Tensor, pos int, p *AttnParams) {
 	if p.Window > 0 {
 		start = max(0, pos+1-p.Window)
 	}
-	if L == 1 && pos+1-start >= 2*attnPartKeys {
+	if L == 1 {
 		t := &c.attn
 		t.start, t.end = start, pos+1
 		most := 2 * c.pool.Threads()
-		t.parts = min(most, (t.end-t.start)/attnPartKeys)
+		t.parts, t.heads = 1, min(c.pool.Threads(), p.KVHeads)
+		if t.end-t.start >= 2*attnPartKeys {
+			t.parts, t.heads = min(most, (t.end-t.start)/attnPartKeys), 1
+		}
 		c.part.Reset(&t.a, most) // room for the most parts, so it grows once
-		c.pool.RunChunks(t.parts, 1, 1, t)
-		t.a.Merge(t.dst, &c.part, t.parts)
+		c.pool.RunChunks(t.parts*t.heads, 1, 1, t)
+		if t.parts > 1 {
+			t.a.Merge(t.dst, &c.part, t.parts, 0, p.Heads)
+		}
 		return
 	}
 	if L*p.Heads/p.KVHeads < 16 {
@@ -285,9 +292,9 @@ type attnTask struct {
 	a      cpu.Attn
 	blocks int // query blocks per KV head; 0: one row and head per index
 
-	// a decode step: keys [start, end) in parts (see cpu.Attn.Decode), one
-	// per index
-	start, end, parts int
+	// a decode step: keys [start, end) in parts, each over the KV heads in
+	// heads parts (see cpu.Attn.Decode), one (key part, head part) per index
+	start, end, parts, heads int
 }
 
 func (t *attnTask) Do(lo, hi int) {
@@ -295,9 +302,14 @@ func (t *attnTask) Do(lo, hi int) {
 	s := <-t.c.scratch
 	defer func() { t.c.scratch <- s }()
 	if t.parts > 0 {
-		n := t.end - t.start
+		n, G := t.end-t.start, a.Heads/a.KVHeads
 		for i := lo; i < hi; i++ {
-			a.Decode(&t.c.part, i, t.q, t.k, t.v, t.start+i*n/t.parts, t.start+(i+1)*n/t.parts, s)
+			p, h := i/t.heads, i%t.heads
+			g0, g1 := h*a.KVHeads/t.heads, (h+1)*a.KVHeads/t.heads
+			a.Decode(&t.c.part, p, t.q, t.k, t.v, t.start+p*n/t.parts, t.start+(p+1)*n/t.parts, g0, g1, s)
+			if t.parts == 1 {
+				a.Merge(t.dst, &t.c.part, 1, g0*G, g1*G)
+			}
 		}
 		return
 	}

@@ -199,32 +199,40 @@ func (p *AttnParts) Reset(a *Attn, n int) {
 }
 
 // Decode computes one part of a decode step (one query row, at position Pos),
-// flash-decoding style: keys [lo, hi) for every head, attnDecodeKeys at a
-// time, with an online softmax. The parts of a step split the keys between
-// threads, so each thread reads a stretch of the cache rather than every
-// row's slice for some heads; the query heads of a KV head share each read of
-// a K row's slice and of a V row's, four at a time (attnScores4, attnTile).
+// flash-decoding style: keys [lo, hi) for the query heads of KV heads [g0,
+// g1), attnDecodeKeys keys at a time, with an online softmax. Over many keys
+// the parts of a step split the keys between threads, so each thread reads a
+// stretch of the cache rather than every row's slice for some heads; over a
+// few they split the KV heads, so no part needs merging with another (each
+// thread reads its heads' contiguous stretch of every row). The query heads
+// of a KV head share each read of a K row's slice and of a V row's, four at a
+// time (attnScores4, attnTile).
 // Sharing the K reads too took a decode step's attention over 1024 cached
 // positions from 4.5–5.1 to 3.9–4.3 ms per token (the 1B shape, 2 threads,
 // Zen 4; one thread over 256 keys in L2: 256 to 163 ns a key). The result
-// is part i of ps (see [AttnParts]); [Attn.Merge] combines the parts. q
-// (Heads·HeadDim); s's scores grow to attnDecodeKeys.
-func (a *Attn) Decode(ps *AttnParts, i int, q []float32, k, v KV, lo, hi int, s *AttnScratch) {
+// is those heads' entries of part i of ps (see [AttnParts]); [Attn.Merge]
+// combines the parts. q (Heads·HeadDim); s's scores grow to attnDecodeKeys.
+func (a *Attn) Decode(ps *AttnParts, i int, q []float32, k, v KV, lo, hi, g0, g1 int, s *AttnScratch) {
+	if g0 >= g1 {
+		return
+	}
 	dh, G, H := a.HeadDim, a.Heads/a.KVHeads, a.Heads
-	o, m, l := ps.o[i*H*dh:(i+1)*H*dh], ps.m[i*H:(i+1)*H], ps.l[i*H:(i+1)*H]
-	ks := a.KVHeads * dh // row stride of k and v
-	buf := s.floats(G*attnDecodeKeys + 2*G + H*dh)
+	h0, h1 := g0*G, g1*G // the query heads
+	o, m, l := ps.o[(i*H+h0)*dh:(i*H+h1)*dh], ps.m[i*H+h0:i*H+h1], ps.l[i*H+h0:i*H+h1]
+	ks := a.KVHeads * dh       // row stride of k and v
+	c0, w := g0*dh, (g1-g0)*dh // the columns of the KV heads
+	buf := s.floats(G*attnDecodeKeys + 2*G + (h1-h0)*dh)
 	p, buf := buf[:G*attnDecodeKeys], buf[G*attnDecodeKeys:] // a group's probabilities (G × keys)
 	alpha, gmx, qs := buf[:G], buf[G:2*G], buf[2*G:]         // their rescales and block maxes; q·Scale: scores come out scaled
-	for i, x := range q[:H*dh] {
+	for i, x := range q[h0*dh : h1*dh] {
 		qs[i] = x * a.Scale
 	}
 	ninf := float32(math.Inf(-1))
-	for h := range H {
+	for h := range m {
 		m[h], l[h] = ninf, 0
 	}
 	clear(o)
-	kw, vw := s.widened(k, attnDecodeKeys*ks)
+	kw, vw := s.widened(k, attnDecodeKeys*w)
 	for j0 := lo; j0 < hi; j0 += attnDecodeKeys {
 		nk := min(attnDecodeKeys, hi-j0)
 		// Read the block's K and V rows once in order first. The passes
@@ -238,14 +246,15 @@ func (a *Attn) Decode(ps *AttnParts, i int, q []float32, k, v KV, lo, hi int, s 
 		// straight from DRAM, its stores held back the loads (one thread,
 		// 4096 keys: 300–305 ns a key instead of 250).
 		if k.F16 == nil {
-			s.sink += readLines(k.F32[j0*ks:(j0+nk)*ks]) + readLines(v.F32[j0*ks:(j0+nk)*ks])
+			s.sink += readRows(k.F32, j0, nk, ks, c0, w) + readRows(v.F32, j0, nk, ks, c0, w)
 		} else {
-			s.hsink += readLines(k.F16[j0*ks:(j0+nk)*ks]) + readLines(v.F16[j0*ks:(j0+nk)*ks])
+			s.hsink += readRows(k.F16, j0, nk, ks, c0, w) + readRows(v.F16, j0, nk, ks, c0, w)
 		}
-		kr, _ := k.rows(kw, j0, nk, ks, 0, ks)
-		vr, _ := v.rows(vw, j0, nk, ks, 0, ks)
-		for g := range a.KVHeads {
-			kb, vb := kr[g*dh:], vr[g*dh:]
+		kr, rs := k.rows(kw, j0, nk, ks, c0, w)
+		vr, _ := v.rows(vw, j0, nk, ks, c0, w)
+		for g := g0; g < g1; g++ {
+			gl := g - g0 // the KV head among this part's
+			kb, vb := kr[gl*dh:], vr[gl*dh:]
 			// The group's scores and their maxes, four heads a call where
 			// the kernel takes them (padded by repeating the last head),
 			// else one head at a time. Groups of two, half padding, took
@@ -257,20 +266,20 @@ func (a *Attn) Decode(ps *AttnParts, i int, q []float32, k, v KV, lo, hi int, s 
 				var bm [4]float32
 				for t := range 4 {
 					i := min(i0+t, G-1)
-					sp[t], qh[t] = p[i*attnDecodeKeys:][:nk], qs[(g*G+i)*dh:][:dh]
+					sp[t], qh[t] = p[i*attnDecodeKeys:][:nk], qs[(gl*G+i)*dh:][:dh]
 				}
-				if !attnScores4(&sp, &qh, kb, ks, nk, &bm) {
+				if !attnScores4(&sp, &qh, kb, rs, nk, &bm) {
 					break
 				}
 				copy(gmx[i0:min(i0+4, G)], bm[:])
 			}
 			for i := i0; i < G; i++ {
 				ph := p[i*attnDecodeKeys:][:nk]
-				attnScores(ph, qs[(g*G+i)*dh:(g*G+i+1)*dh], kb, ks)
+				attnScores(ph, qs[(gl*G+i)*dh:(gl*G+i+1)*dh], kb, rs)
 				gmx[i] = maxOf(ph)
 			}
 			for i := range G {
-				h := g*G + i
+				h := gl*G + i
 				ph := p[i*attnDecodeKeys:][:nk]
 				if a.Softcap > 0 {
 					for j, x := range ph {
@@ -292,11 +301,11 @@ func (a *Attn) Decode(ps *AttnParts, i int, q []float32, k, v KV, lo, hi int, s 
 			}
 			// o = alpha·o + P·V for the group's heads, four at a time (each V
 			// row read once for the four), then one by one
-			og := o[g*G*dh:]
+			og := o[gl*G*dh:]
 			i := 0
 			for ; i+4 <= G; i += 4 {
 				for d0 := 0; d0 < dh; d0 += attnCols {
-					attnTile(og[i*dh+d0:], dh, p[i*attnDecodeKeys:], attnDecodeKeys, 1, vb[d0:], ks, nk, min(attnCols, dh-d0), alpha[i:])
+					attnTile(og[i*dh+d0:], dh, p[i*attnDecodeKeys:], attnDecodeKeys, 1, vb[d0:], rs, nk, min(attnCols, dh-d0), alpha[i:])
 				}
 			}
 			for ; i < G; i++ {
@@ -306,7 +315,7 @@ func (a *Attn) Decode(ps *AttnParts, i int, q []float32, k, v KV, lo, hi int, s 
 						oh[x] *= alpha[i]
 					}
 				}
-				attnAccum(oh, vb, ks, p[i*attnDecodeKeys:][:nk])
+				attnAccum(oh, vb, rs, p[i*attnDecodeKeys:][:nk])
 			}
 		}
 	}
@@ -323,11 +332,12 @@ func maxOf(x []float32) float32 {
 	return mx
 }
 
-// Merge writes dst (Heads·HeadDim) from parts [0, parts) of a decode step.
-func (a *Attn) Merge(dst []float32, ps *AttnParts, parts int) {
+// Merge writes query heads [h0, h1) of dst (Heads·HeadDim) from parts [0,
+// parts) of a decode step.
+func (a *Attn) Merge(dst []float32, ps *AttnParts, parts, h0, h1 int) {
 	H, dh := a.Heads, a.HeadDim
 	o, m, l := ps.o, ps.m, ps.l
-	for h := range H {
+	for h := h0; h < h1; h++ {
 		mx := float32(math.Inf(-1))
 		for p := range parts {
 			mx = max(mx, m[p*H+h])
@@ -442,6 +452,19 @@ func attnAccumGo(out, v []float32, stride int, p []float32) {
 			out[i] += pj * vr[i]
 		}
 	}
+}
+
+// readRows reads columns [c0, c0+w) of rows [j0, j0+n) of x (row stride ks)
+// with readLines: the whole stretch when the columns are whole rows.
+func readRows[T float32 | uint16](x []T, j0, n, ks, c0, w int) T {
+	if w == ks {
+		return readLines(x[j0*ks : (j0+n)*ks])
+	}
+	var s T
+	for j := j0; j < j0+n; j++ {
+		s += readLines(x[j*ks+c0 : j*ks+c0+w])
+	}
+	return s
 }
 
 // readLines reads one element of every 64 bytes of x (x starts on an

@@ -130,7 +130,8 @@ func attnRows(a Attn, dst, q []float32, k, v KV, L int) {
 }
 
 // attnSplit runs one query row (L = 1) as Attn.Decode over up to three parts
-// of the keys, uneven and crossing the decode key blocks, and Attn.Merge.
+// of the keys, uneven and crossing the decode key blocks, each cut in two at
+// the first KV head (as the threads may), and Attn.Merge.
 func attnSplit(a Attn, dst, q []float32, k, v KV, L int) {
 	hi := a.Pos + 1
 	lo := 0
@@ -148,10 +149,30 @@ func attnSplit(a Attn, dst, q []float32, k, v KV, L int) {
 	parts := len(cuts) - 1
 	var ps AttnParts
 	ps.Reset(&a, parts)
+	g := min(1, a.KVHeads-1)
 	for p := range parts {
-		a.Decode(&ps, p, q, k, v, cuts[p], cuts[p+1], &s)
+		a.Decode(&ps, p, q, k, v, cuts[p], cuts[p+1], g, a.KVHeads, &s)
+		a.Decode(&ps, p, q, k, v, cuts[p], cuts[p+1], 0, g, &s)
 	}
-	a.Merge(dst, &ps, parts)
+	a.Merge(dst, &ps, parts, 0, a.Heads)
+}
+
+// attnHeads runs one query row (L = 1) as Attn.Decode over all its keys, a
+// part per KV head, each merged on its own (the decode step over a few keys).
+func attnHeads(a Attn, dst, q []float32, k, v KV, L int) {
+	hi := a.Pos + 1
+	lo := 0
+	if a.Window > 0 {
+		lo = max(0, hi-a.Window)
+	}
+	var s AttnScratch
+	var ps AttnParts
+	ps.Reset(&a, 1)
+	G := a.Heads / a.KVHeads
+	for g := a.KVHeads - 1; g >= 0; g-- {
+		a.Decode(&ps, 0, q, k, v, lo, hi, g, g+1, &s)
+		a.Merge(dst, &ps, 1, g*G, (g+1)*G)
+	}
 }
 
 // TestAttn checks the blocked (prefill), per-row and split (decode) attention, with
@@ -172,7 +193,10 @@ func TestAttn(t *testing.T) {
 			for _, G := range []int{1, 3, 4, 6, 8} { // 3 and 6 pad the four-head scores
 				vr := variants[n%len(variants)]
 				n++
-				hkv, pos := 2, vr.pos // smaller where the work is large, to keep the test quick
+				hkv, pos := 3, vr.pos // smaller where the work is large, to keep the test quick
+				if dh > 64 {
+					hkv = 2
+				}
 				if dh > 80 {
 					hkv = 1
 				}
@@ -211,8 +235,8 @@ func TestAttn(t *testing.T) {
 						for _, path := range []struct {
 							name string
 							run  func(a Attn, dst, q []float32, k, v KV, L int)
-						}{{"blocked", attnBlocked}, {"rows", attnRows}, {"split", attnSplit}} {
-							if path.name == "split" && L > 1 {
+						}{{"blocked", attnBlocked}, {"rows", attnRows}, {"split", attnSplit}, {"heads", attnHeads}} {
+							if (path.name == "split" || path.name == "heads") && L > 1 {
 								continue
 							}
 							restore := set.use()
