@@ -228,19 +228,17 @@ func (c *CPU) RoPE(x *Tensor, pos int, p *RoPE) {
 	c.op.run(c.pool, x.NumRows(), x.Cols())
 }
 
-// Attention runs causal GQA; see [AttnParams]. Prefill (L·H/Hkv ≥ 16 query
-// vectors per KV head) runs [cpu.Attn.Block] over (KV head, query block)
-// units, numbered largest first, that the threads claim (RunChunks: each its
-// own share, then the others' leftovers). A decode step (L = 1) runs
+// Attention runs causal GQA; see [AttnParams]. More than one query row
+// (prefill) runs [cpu.Attn.Block] over (KV head, query block) units,
+// numbered largest first, that the threads claim (RunChunks: each its own
+// share, then the others' leftovers). A decode step (L = 1) runs
 // [cpu.Attn.Decode]: over at least 2·attnPartKeys keys it splits them into
 // parts of at least attnPartKeys, up to two per thread, that the threads
 // claim and [cpu.Attn.Merge] combines (Llama-3.2-1B shape at 1100 keys:
 // 330–390 µs per layer, was 620–720 when each thread took whole heads); over
 // fewer it splits the KV heads, a part per thread, and each part merges its
-// own heads.
-// Other short calls run one row and KV head at a time ([cpu.Attention] over
-// its query heads, which share each widening of an f16 cache), the threads
-// claiming whole groups.
+// own heads (a tg128's 0–127 keys, Zen 5: 0.26 ms of attention a token where
+// one KV head at a time, the threads claiming heads, took 0.28).
 func (c *CPU) Attention(dst, q, k, v *Tensor, pos int, p *AttnParams) {
 	L := q.NumRows()
 	qw, kw := p.Heads*p.HeadDim, p.KVHeads*p.HeadDim
@@ -272,11 +270,6 @@ func (c *CPU) Attention(dst, q, k, v *Tensor, pos int, p *AttnParams) {
 		}
 		return
 	}
-	if L*p.Heads/p.KVHeads < 16 {
-		g := p.Heads / p.KVHeads
-		c.pool.RunChunks(L*p.Heads, 2*g, g, &c.attn)
-		return
-	}
 	c.attn.blocks = (L + c.attn.a.QueryRows() - 1) / c.attn.a.QueryRows()
 	c.pool.RunChunks(c.attn.blocks*p.KVHeads, 1, 1, &c.attn)
 }
@@ -290,10 +283,11 @@ type attnTask struct {
 	k, v   cpu.KV
 	L      int
 	a      cpu.Attn
-	blocks int // query blocks per KV head; 0: one row and head per index
+	blocks int // prefill: query blocks per KV head (see cpu.Attn.Block)
 
-	// a decode step: keys [start, end) in parts, each over the KV heads in
-	// heads parts (see cpu.Attn.Decode), one (key part, head part) per index
+	// a decode step (parts > 0): keys [start, end) in parts, each over the KV
+	// heads in heads parts (see cpu.Attn.Decode), one (key part, head part)
+	// per index
 	start, end, parts, heads int
 }
 
@@ -313,24 +307,10 @@ func (t *attnTask) Do(lo, hi int) {
 		}
 		return
 	}
-	if t.blocks > 0 {
-		bq := a.QueryRows()
-		for i := lo; i < hi; i++ {
-			b, g := t.blocks-1-i/a.KVHeads, i%a.KVHeads // last (longest) rows first
-			a.Block(t.dst, t.q, t.k, t.v, g, b*bq, min((b+1)*bq, t.L), s)
-		}
-		return
-	}
-	dh, group := a.HeadDim, a.Heads/a.KVHeads
-	for i := lo; i < hi; i += group { // pieces start and end on groups
-		l, h := i/a.Heads, i%a.Heads
-		end := a.Pos + l + 1
-		start := 0
-		if a.Window > 0 {
-			start = max(0, end-a.Window)
-		}
-		o := (l*a.Heads + h) * dh
-		cpu.Attention(t.dst[o:o+group*dh], t.q[o:o+group*dh], dh, t.k, t.v, a.KVHeads*dh, (h/group)*dh, start, end, a.Scale, a.Softcap, s)
+	bq := a.QueryRows()
+	for i := lo; i < hi; i++ {
+		b, g := t.blocks-1-i/a.KVHeads, i%a.KVHeads // last (longest) rows first
+		a.Block(t.dst, t.q, t.k, t.v, g, b*bq, min((b+1)*bq, t.L), s)
 	}
 }
 

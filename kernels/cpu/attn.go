@@ -28,7 +28,7 @@ const (
 // query heads of one KV head, about 64 query vectors.
 func (a *Attn) QueryRows() int { return max(1, attnCols/(a.Heads/a.KVHeads)) }
 
-// AttnScratch is one thread's working memory for [Attn.Block] and [Attention];
+// AttnScratch is one thread's working memory for [Attn.Block] and [Attn.Decode];
 // the zero value is ready and grows on demand.
 type AttnScratch struct {
 	buf   []float32

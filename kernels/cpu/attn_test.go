@@ -111,24 +111,6 @@ func attnBlocked(a Attn, dst, q []float32, k, v KV, L int) {
 	}
 }
 
-// attnRows runs the one-row Attention over every row and KV head (the query
-// heads of a KV head in one call).
-func attnRows(a Attn, dst, q []float32, k, v KV, L int) {
-	dh, G := a.HeadDim, a.Heads/a.KVHeads
-	var s AttnScratch
-	for i := range L {
-		for g := range a.KVHeads {
-			hi := a.Pos + i + 1
-			lo := 0
-			if a.Window > 0 {
-				lo = max(0, hi-a.Window)
-			}
-			o := (i*a.Heads + g*G) * dh
-			Attention(dst[o:o+G*dh], q[o:o+G*dh], dh, k, v, a.KVHeads*dh, g*dh, lo, hi, a.Scale, a.Softcap, &s)
-		}
-	}
-}
-
 // attnSplit runs one query row (L = 1) as Attn.Decode over up to three parts
 // of the keys, uneven and crossing the decode key blocks, each cut in two at
 // the first KV head (as the threads may), and Attn.Merge.
@@ -175,7 +157,7 @@ func attnHeads(a Attn, dst, q []float32, k, v KV, L int) {
 	}
 }
 
-// TestAttn checks the blocked (prefill), per-row and split (decode) attention, with
+// TestAttn checks the blocked (prefill) and split (decode: by keys, by KV heads) attention, with
 // each kernel set this machine has, against float64 at the block edges: L
 // around the 64-key and query blocks, head dims around the 64-column tiles,
 // GQA groups 1, 3, 4, 6 and 8, with and without a sliding window, softcap and an
@@ -235,7 +217,7 @@ func TestAttn(t *testing.T) {
 						for _, path := range []struct {
 							name string
 							run  func(a Attn, dst, q []float32, k, v KV, L int)
-						}{{"blocked", attnBlocked}, {"rows", attnRows}, {"split", attnSplit}, {"heads", attnHeads}} {
+						}{{"blocked", attnBlocked}, {"split", attnSplit}, {"heads", attnHeads}} {
 							if (path.name == "split" || path.name == "heads") && L > 1 {
 								continue
 							}
@@ -293,8 +275,8 @@ func TestAttnExp(t *testing.T) {
 
 // BenchmarkAttn runs one layer of Llama-3.2-1B attention (32 query heads over 8
 // KV heads of 64) on one thread, over an f32 and an f16 cache: a 512-token
-// prefill and a decode step at position 4095, blocked, one row and head at a
-// time, and (decode) split.
+// prefill and a decode step at position 4095, blocked, and (decode) split by
+// keys or by KV heads.
 func BenchmarkAttn(b *testing.B) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for _, c := range []struct{ L, pos int }{{512, 0}, {1, 4095}} {
@@ -312,8 +294,8 @@ func BenchmarkAttn(b *testing.B) {
 		for _, path := range []struct {
 			name string
 			run  func(a Attn, dst, q []float32, k, v KV, L int)
-		}{{"blocked", attnBlocked}, {"rows", attnRows}, {"split", attnSplit}} {
-			if path.name == "split" && c.L > 1 {
+		}{{"blocked", attnBlocked}, {"split", attnSplit}, {"heads", attnHeads}} {
+			if path.name != "blocked" && c.L > 1 {
 				continue
 			}
 			for _, cache := range []struct {

@@ -52,37 +52,6 @@ func RoPE(x []float32, cols, headDim, pos int, invFreq []float32, scale float32)
 	}
 }
 
-// Attention computes causal grouped-query attention for one query row and the
-// query heads of one KV head: out (G·Dh) = softmax(scale·q_h·Kᵀ over keys
-// [lo, hi)) · V for each head h of q (G·Dh), reading key j at k[j*stride + off
-// : …+Dh]. softcap > 0 applies softcap·tanh(s/softcap) to each scaled score.
-// An f16 K and V are widened once for all G heads.
-func Attention(out, q []float32, dh int, k, v KV, stride, off, lo, hi int, scale, softcap float32, s *AttnScratch) {
-	scores := s.floats(hi - lo)
-	kw, vw := s.widened(k, (hi-lo)*dh)
-	kb, kst := k.rows(kw, lo, hi-lo, stride, off, dh)
-	vb, vst := v.rows(vw, lo, hi-lo, stride, off, dh)
-	for h := 0; h < len(q); h += dh {
-		attnScores(scores, q[h:h+dh], kb, kst)
-		mx := float32(math.Inf(-1))
-		for j, s := range scores {
-			s *= scale
-			if softcap > 0 {
-				s = softcap * float32(math.Tanh(float64(s/softcap)))
-			}
-			scores[j] = s
-			mx = max(mx, s)
-		}
-		inv := 1 / attnExp(scores, mx)
-		for i := range scores {
-			scores[i] *= inv
-		}
-		o := out[h : h+dh]
-		clear(o)
-		attnAccum(o, vb, vst, scores)
-	}
-}
-
 // Softcap applies x = c·tanh(x/c) in place.
 func Softcap(x []float32, c float32) {
 	for i, v := range x {
