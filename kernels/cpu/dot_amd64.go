@@ -107,8 +107,8 @@ func qMatVecBAsm(dst []float32, q *QMatrix, K, n0 int, a *actB, l int, pf pfArm)
 	switch pf {
 	case pfL2:
 		dist = max(4*S1, pfMin(q.Bits))
-	case pfL1:
-		dist, hint = max(4*S1, pfL1Ahead), 1
+	case pfL1, pfL1P:
+		dist, hint = max(4*S1, pfL1Ahead), 1+int(pf-pfL1)
 	}
 	f := qMatVecBKernels[q.meta][hint][v]
 	f(&dst[0], n, &w[0], K*q.Bits/8, G, &xb[0], q.wordsPerGroup(), S, 1<<(G-16*(S-1))-1,
@@ -269,10 +269,10 @@ func sumBytesAsm(b []byte) (uint64, bool) {
 // qMatVecBKernels are the byte-dot kernels by type of scales (metaF32,
 // metaBF16, metaF16), prefetch instruction (PREFETCHT1, PREFETCHT0) and
 // variant.
-var qMatVecBKernels = [3][2][3]func(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64){
-	{{qMatVecB4, qMatVecB4S, qMatVecB8}, {qMatVecB4T0, qMatVecB4ST0, qMatVecB8T0}},
-	{{qMatVecB4BF, qMatVecB4SBF, qMatVecB8BF}, {qMatVecB4BFT0, qMatVecB4SBFT0, qMatVecB8BFT0}},
-	{{qMatVecB4H, qMatVecB4SH, qMatVecB8H}, {qMatVecB4HT0, qMatVecB4SHT0, qMatVecB8HT0}},
+var qMatVecBKernels = [3][3][3]func(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64){
+	{{qMatVecB4, qMatVecB4S, qMatVecB8}, {qMatVecB4T0, qMatVecB4ST0, qMatVecB8T0}, {qMatVecB4T0P, qMatVecB4ST0P, qMatVecB8T0}},
+	{{qMatVecB4BF, qMatVecB4SBF, qMatVecB8BF}, {qMatVecB4BFT0, qMatVecB4SBFT0, qMatVecB8BFT0}, {qMatVecB4BFT0P, qMatVecB4SBFT0P, qMatVecB8BFT0}},
+	{{qMatVecB4H, qMatVecB4SH, qMatVecB8H}, {qMatVecB4HT0, qMatVecB4SHT0, qMatVecB8HT0}, {qMatVecB4HT0P, qMatVecB4SHT0P, qMatVecB8HT0}},
 }
 
 //go:noescape
@@ -309,6 +309,12 @@ func qMatVecB4T0(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, 
 func qMatVecB4ST0(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
 
 //go:noescape
+func qMatVecB4T0P(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
+
+//go:noescape
+func qMatVecB4ST0P(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
+
+//go:noescape
 func qMatVecB8T0(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
 
 //go:noescape
@@ -318,6 +324,12 @@ func qMatVecB4BFT0(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int
 func qMatVecB4SBFT0(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
 
 //go:noescape
+func qMatVecB4BFT0P(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
+
+//go:noescape
+func qMatVecB4SBFT0P(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
+
+//go:noescape
 func qMatVecB8BFT0(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
 
 //go:noescape
@@ -325,6 +337,12 @@ func qMatVecB4HT0(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int,
 
 //go:noescape
 func qMatVecB4SHT0(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
+
+//go:noescape
+func qMatVecB4HT0P(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
+
+//go:noescape
+func qMatVecB4SHT0P(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
 
 //go:noescape
 func qMatVecB8HT0(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)

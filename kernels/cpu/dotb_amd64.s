@@ -88,6 +88,7 @@ GLOBL lane0s<>(SB), RODATA|NOPTR, $16
 // On Zen 4 ROW4S runs 30–33 cycles per four-row chunk from L2 where ROW4 runs
 // 33–35, but over DRAM ROW4 streams faster (lm_head 0.89 vs 0.84 of a probe
 // above 40 GB/s, the same at ~31), so GFNI is taken where present.
+// ROW4P and ROW4SP are the same paced (PACE, below), for the PREFETCHT0 kernels.
 #define ROW4(caddr, C, H, AH, AM, AL) \
 	VMOVDQU32.Z caddr, K1, C; \
 	NIB(C, H); \
@@ -95,6 +96,18 @@ GLOBL lane0s<>(SB), RODATA|NOPTR, $16
 
 #define ROW4S(caddr, C, H, AH, AM, AL) \
 	VMOVDQU32.Z caddr, K1, C; \
+	NIBS(C, H); \
+	DOT4(C, H, AH, AM, AL)
+
+#define ROW4P(caddr, C, H, AH, AM, AL) \
+	VMOVDQU32.Z caddr, K1, C; \
+	PACE(C); \
+	NIB(C, H); \
+	DOT4(C, H, AH, AM, AL)
+
+#define ROW4SP(caddr, C, H, AH, AM, AL) \
+	VMOVDQU32.Z caddr, K1, C; \
+	PACE(C); \
 	NIBS(C, H); \
 	DOT4(C, H, AH, AM, AL)
 
@@ -146,6 +159,16 @@ GLOBL lane0s<>(SB), RODATA|NOPTR, $16
 // 0.78–0.81 of a ~44 GB/s one where unpaced read 0.83 and 0.73 (with two dots
 // fewer per chunk, timing only, 0.51); such rows are now cut into K-slabs
 // that fit L1 (blocked.go), which read faster than either.
+// On Zen 5 (a 2-vCPU VM) the 4-bit PREFETCHT0 kernels gain from PACE when
+// the bandwidth is low and lose when it is high, so they come both ways and
+// pfTune chooses (pfL1, pfL1P). A decode step's mat-vecs in order (the 1B
+// shape, 30 rounds at a ~43 GB/s probe): 0.868 of it unpaced, 0.890 with one
+// dot a row, 0.899 with two (PACE), 0.900 with three; the bench's tg128,
+// binaries alternated: paced 0.912–0.959 of a 38–48 GB/s probe where unpaced
+// read 0.858–0.914, but 0.760–0.849 of 56–73 where unpaced read 0.812–0.869.
+// With both arms to choose from it read 0.90–0.98 at 38–48 GB/s, 0.877 at 56
+// and 0.838 at 65. Fewer dots instead (four a chunk and row, timing only)
+// read 0.869–0.877 where six read 0.849–0.863 (~39–45 GB/s).
 #define PACE(C) \
 	VPDPBUSD Z0, C, Z31; \
 	VPDPBUSD Z1, C, Z31
@@ -391,15 +414,16 @@ done: \
 	VZEROUPPER; \
 	RET
 
-// K4, K4S and K8 are the whole kernels: 4-bit with GFNI, 4-bit without, 8-bit.
-#define K4(PFA, PFC) \
+// K4, K4S and K8 are the whole kernels: 4-bit with GFNI (ROW4 or ROW4P),
+// 4-bit without (ROW4S or ROW4SP), 8-bit.
+#define K4(ROW, PFA, PFC) \
 	VPBROADCASTD b0f<>(SB), Z6; \
 	VPBROADCASTQ bhi4<>(SB), Z24; \
-	BODY(ROW4, LOADX4, 384, PFA, PFC)
+	BODY(ROW, LOADX4, 384, PFA, PFC)
 
-#define K4S(PFA, PFC) \
+#define K4S(ROW, PFA, PFC) \
 	VPBROADCASTD b0f<>(SB), Z6; \
-	BODY(ROW4S, LOADX4, 384, PFA, PFC)
+	BODY(ROW, LOADX4, 384, PFA, PFC)
 
 #define K8(PFA, PFC) \
 	BODY(ROW8, LOADX8, 192, PFA, PFC)
@@ -420,16 +444,22 @@ done: \
 //     lanes, pf the prefetch distance, tmsk the bias pass's tail. B4S
 // for CPUs without GFNI, B8 for 8-bit codes; the T0 kernels prefetch into L1.
 TEXT ·qMatVecB4(SB), NOSPLIT, $0-112
-	K4(PREFETCHT1, PFNO)
+	K4(ROW4, PREFETCHT1, PFNO)
 
 TEXT ·qMatVecB4T0(SB), NOSPLIT, $0-112
-	K4(PREFETCHT0, PFCUR)
+	K4(ROW4, PREFETCHT0, PFCUR)
 
 TEXT ·qMatVecB4S(SB), NOSPLIT, $0-112
-	K4S(PREFETCHT1, PFNO)
+	K4S(ROW4S, PREFETCHT1, PFNO)
 
 TEXT ·qMatVecB4ST0(SB), NOSPLIT, $0-112
-	K4S(PREFETCHT0, PFCUR)
+	K4S(ROW4S, PREFETCHT0, PFCUR)
+
+TEXT ·qMatVecB4T0P(SB), NOSPLIT, $0-112
+	K4(ROW4P, PREFETCHT0, PFCUR)
+
+TEXT ·qMatVecB4ST0P(SB), NOSPLIT, $0-112
+	K4S(ROW4SP, PREFETCHT0, PFCUR)
 
 TEXT ·qMatVecB8(SB), NOSPLIT, $0-112
 	K8(PREFETCHT1, PFNO)
@@ -450,16 +480,22 @@ TEXT ·qMatVecB8T0(SB), NOSPLIT, $0-112
 
 // The kernels for bf16 scales and biases.
 TEXT ·qMatVecB4BF(SB), NOSPLIT, $0-112
-	K4(PREFETCHT1, PFNO)
+	K4(ROW4, PREFETCHT1, PFNO)
 
 TEXT ·qMatVecB4BFT0(SB), NOSPLIT, $0-112
-	K4(PREFETCHT0, PFCUR)
+	K4(ROW4, PREFETCHT0, PFCUR)
 
 TEXT ·qMatVecB4SBF(SB), NOSPLIT, $0-112
-	K4S(PREFETCHT1, PFNO)
+	K4S(ROW4S, PREFETCHT1, PFNO)
 
 TEXT ·qMatVecB4SBFT0(SB), NOSPLIT, $0-112
-	K4S(PREFETCHT0, PFCUR)
+	K4S(ROW4S, PREFETCHT0, PFCUR)
+
+TEXT ·qMatVecB4BFT0P(SB), NOSPLIT, $0-112
+	K4(ROW4P, PREFETCHT0, PFCUR)
+
+TEXT ·qMatVecB4SBFT0P(SB), NOSPLIT, $0-112
+	K4S(ROW4SP, PREFETCHT0, PFCUR)
 
 TEXT ·qMatVecB8BF(SB), NOSPLIT, $0-112
 	K8(PREFETCHT1, PFNO)
@@ -476,16 +512,22 @@ TEXT ·qMatVecB8BFT0(SB), NOSPLIT, $0-112
 
 // The kernels for f16 scales and biases.
 TEXT ·qMatVecB4H(SB), NOSPLIT, $0-112
-	K4(PREFETCHT1, PFNO)
+	K4(ROW4, PREFETCHT1, PFNO)
 
 TEXT ·qMatVecB4HT0(SB), NOSPLIT, $0-112
-	K4(PREFETCHT0, PFCUR)
+	K4(ROW4, PREFETCHT0, PFCUR)
 
 TEXT ·qMatVecB4SH(SB), NOSPLIT, $0-112
-	K4S(PREFETCHT1, PFNO)
+	K4S(ROW4S, PREFETCHT1, PFNO)
 
 TEXT ·qMatVecB4SHT0(SB), NOSPLIT, $0-112
-	K4S(PREFETCHT0, PFCUR)
+	K4S(ROW4S, PREFETCHT0, PFCUR)
+
+TEXT ·qMatVecB4HT0P(SB), NOSPLIT, $0-112
+	K4(ROW4P, PREFETCHT0, PFCUR)
+
+TEXT ·qMatVecB4SHT0P(SB), NOSPLIT, $0-112
+	K4S(ROW4SP, PREFETCHT0, PFCUR)
 
 TEXT ·qMatVecB8H(SB), NOSPLIT, $0-112
 	K8(PREFETCHT1, PFNO)

@@ -7,9 +7,10 @@ import "time"
 type pfArm uint8
 
 const (
-	pfL2 pfArm = iota // PREFETCHT1 (into L2) pfMin bytes ahead
-	pfHW              // nothing ahead: the hardware prefetchers (PREFETCHT1 of the lines being loaded)
-	pfL1              // PREFETCHT0 (into L1) pfL1Ahead and 4 KB ahead and of the lines being loaded
+	pfL2  pfArm = iota // PREFETCHT1 (into L2) pfMin bytes ahead
+	pfHW               // nothing ahead: the hardware prefetchers (PREFETCHT1 of the lines being loaded)
+	pfL1               // PREFETCHT0 (into L1) pfL1Ahead and 4 KB ahead and of the lines being loaded
+	pfL1P              // pfL1 with the 4-bit kernels paced as the 8-bit ones always are (PACE in dotb_amd64.s)
 	pfArms
 )
 
@@ -40,7 +41,9 @@ const (
 // KB ahead) read 0.84–0.89 of a 35–39 GB/s probe and 0.85–0.89 of a 57–65
 // GB/s one, where pfL2 read 0.76 and 0.61 and pfHW ~0.55 (q8: pfL1 0.96–0.99
 // and 0.93, the tuner between pfL2 and pfHW 0.89 and 0.73); see dotb_amd64.s
-// for the lines 4 KB ahead.
+// for the lines 4 KB ahead. pfL1P is pfL1 with the 4-bit kernels paced, which
+// reads faster than pfL1 in the VM's slower minutes and slower in its fast
+// ones (see PACE in dotb_amd64.s).
 type pfTune struct {
 	n    uint32
 	best pfArm
@@ -56,7 +59,7 @@ type pfTune struct {
 const pfExplore = 32
 
 // prefetch returns the arm the next call runs: each arm once first (pfL2,
-// pfHW, pfL1), then the fastest, and a slower one when it is due.
+// pfHW, pfL1, pfL1P), then the fastest, and a slower one when it is due.
 func (u *pfTune) prefetch() pfArm {
 	u.n++
 	if u.ns == 0 {
