@@ -111,15 +111,20 @@ func attnBlocked(a Attn, dst, q []float32, k, v KV, L int) {
 	}
 }
 
+// decodeKeys returns the keys [lo, hi) a decode step at a.Pos sees.
+func decodeKeys(a Attn) (lo, hi int) {
+	hi = a.Pos + 1
+	if a.Window > 0 {
+		lo = max(0, hi-a.Window)
+	}
+	return lo, hi
+}
+
 // attnSplit runs one query row (L = 1) as Attn.Decode over up to three parts
 // of the keys, uneven and crossing the decode key blocks, each cut in two at
 // the first KV head (as the threads may), and Attn.Merge.
 func attnSplit(a Attn, dst, q []float32, k, v KV, L int) {
-	hi := a.Pos + 1
-	lo := 0
-	if a.Window > 0 {
-		lo = max(0, hi-a.Window)
-	}
+	lo, hi := decodeKeys(a)
 	var s AttnScratch
 	cuts := []int{lo}
 	for _, c := range []int{lo + (hi-lo)/5, lo + (hi-lo)*3/5} {
@@ -142,11 +147,7 @@ func attnSplit(a Attn, dst, q []float32, k, v KV, L int) {
 // attnHeads runs one query row (L = 1) as Attn.Decode over all its keys, a
 // part per KV head, each merged on its own (the decode step over a few keys).
 func attnHeads(a Attn, dst, q []float32, k, v KV, L int) {
-	hi := a.Pos + 1
-	lo := 0
-	if a.Window > 0 {
-		lo = max(0, hi-a.Window)
-	}
+	lo, hi := decodeKeys(a)
 	var s AttnScratch
 	var ps AttnParts
 	ps.Reset(&a, 1)
@@ -157,11 +158,12 @@ func attnHeads(a Attn, dst, q []float32, k, v KV, L int) {
 	}
 }
 
-// TestAttn checks the blocked (prefill) and split (decode: by keys, by KV heads) attention, with
-// each kernel set this machine has, against float64 at the block edges: L
-// around the 64-key and query blocks, head dims around the 64-column tiles,
-// GQA groups 1, 3, 4, 6 and 8, with and without a sliding window, softcap and an
-// earlier cache (pos; at 700 the split's parts cross the 128-key decode blocks).
+// TestAttn checks the blocked (prefill) and split (decode: by keys, by KV
+// heads) attention, with each kernel set this machine has, against float64
+// at the block edges: L around the 64-key and query blocks, head dims around
+// the 64-column tiles, GQA groups 1, 3, 4, 6 and 8, with and without a
+// sliding window, softcap and an earlier cache (pos; at 700 the split's parts
+// cross the 128-key decode blocks).
 func TestAttn(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	type variant struct {
