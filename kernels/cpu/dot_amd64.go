@@ -267,8 +267,8 @@ func sumBytesAsm(b []byte) (uint64, bool) {
 }
 
 // qMatVecBKernels are the byte-dot kernels by type of scales (metaF32,
-// metaBF16, metaF16), prefetch instruction (PREFETCHT1, PREFETCHT0) and
-// variant.
+// metaBF16, metaF16), prefetch (PREFETCHT1, PREFETCHT0, PREFETCHT0 with the
+// 4-bit kernels paced: pfL1P) and variant.
 var qMatVecBKernels = [3][3][3]func(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64){
 	{{qMatVecB4, qMatVecB4S, qMatVecB8}, {qMatVecB4T0, qMatVecB4ST0, qMatVecB8T0}, {qMatVecB4T0P, qMatVecB4ST0P, qMatVecB8T0}},
 	{{qMatVecB4BF, qMatVecB4SBF, qMatVecB8BF}, {qMatVecB4BFT0, qMatVecB4SBFT0, qMatVecB8BFT0}, {qMatVecB4BFT0P, qMatVecB4SBFT0P, qMatVecB8BFT0}},
