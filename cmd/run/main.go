@@ -47,6 +47,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if len(args) > 0 {
 		switch args[0] {
+		case "-version", "--version", "version":
+			fmt.Fprintln(stdout, "ingot", versionString())
+			return 0
 		case "tokenize":
 			return runTokenize(args[1:], stdin, stdout, stderr)
 		case "chat-template":
