@@ -1,20 +1,32 @@
-//go:build !(linux && (amd64 || arm64))
+//go:build !(linux && (amd64 || arm64)) || nogpu
 
 package msl
 
 import (
+	"errors"
+	"runtime"
+
 	"github.com/ingot-llm/ingot/metal"
 )
 
 const supported = false
 
+// On linux/amd64 and linux/arm64 this file is built only under -tags nogpu,
+// the CPU-only static build that leaves out purego and so the interpreter's
+// loader. ErrUnsupported then says that, not that the platform cannot run it.
+func init() {
+	if runtime.GOOS == "linux" && (runtime.GOARCH == "amd64" || runtime.GOARCH == "arm64") {
+		ErrUnsupported = errors.New("msl: interpreter not in this build (built with -tags nogpu, CPU only; use the default linux build for metal-emu)")
+	}
+}
+
 var _ metal.Device = (*Device)(nil)
 
-// A Device runs MSL kernels on the CPU. On this platform [Open] always fails
+// A Device runs MSL kernels on the CPU. On this platform or build [Open] always fails
 // with [ErrUnsupported]; the type exists so callers compile everywhere.
 type Device struct{}
 
-// Open returns [ErrUnsupported] on this platform.
+// Open returns [ErrUnsupported] on this platform or build.
 func Open(files []File, opts Options) (*Device, error) { return nil, ErrUnsupported }
 
 func (d *Device) Name() string                                { return "msl-interpreter" }
