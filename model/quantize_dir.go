@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/ingot-llm/ingot/kernels"
 )
@@ -21,9 +23,17 @@ const maxShard = 5 << 30
 // Linear and Embedding weight quantized to MLX affine codes (bits, group): packed
 // U32 codes plus bf16 scales and biases; config.json gains "quantization" and
 // "quantization_config"; tokenizer and generation files are copied. dst must not
-// exist. The copy is written into a temporary directory beside dst and renamed into
-// place at the end, so an interrupted run (error or cancelled ctx) leaves no half
-// directory. progress, if not nil, is called with bytes written and the total.
+// exist. progress, if not nil, is called with bytes written and the total.
+//
+// The copy is written into a temporary directory beside dst, ".<base>.tmp-<digits>",
+// and renamed into place at the end, so a run that fails or whose ctx is cancelled
+// leaves nothing. A process killed outright (SIGKILL, power loss) cannot clean up,
+// so each run first removes the temporary directories of earlier runs for the same
+// dst whose writer is gone: a writer holds an flock on a marker file in its
+// directory for its whole life, and the kernel drops the lock when the process
+// dies. A directory is removed only if its name has that form, it is a real
+// directory and it holds an unlocked marker; anything else is left alone. Where
+// flock is unavailable (not Linux, macOS or a BSD) nothing is removed.
 func QuantizeDir(ctx context.Context, src, dst string, bits, group int, progress func(done, total int64)) error {
 	if _, ok := kernels.QuantDType(bits); !ok || (group != 32 && group != 64 && group != 128) {
 		return fmt.Errorf("model: quantize: bits %d / group %d not supported (bits 2, 3, 4, 5, 6, 8; groups 32, 64, 128)", bits, group)
@@ -48,11 +58,13 @@ func QuantizeDir(ctx context.Context, src, dst string, bits, group int, progress
 	if err := os.MkdirAll(filepath.Dir(filepath.Clean(dst)), 0o755); err != nil {
 		return fmt.Errorf("model: quantize: %w", err)
 	}
-	tmp, err := os.MkdirTemp(filepath.Dir(filepath.Clean(dst)), "."+filepath.Base(dst)+".tmp-")
+	removeStaleQuantTemps(dst)
+	qt, err := newQuantTemp(dst)
 	if err != nil {
 		return fmt.Errorf("model: quantize: %w", err)
 	}
-	defer os.RemoveAll(tmp) // a no-op after the rename
+	defer qt.close()
+	tmp := qt.dir
 
 	shards := shardPlan(plan)
 	var done int64
@@ -90,13 +102,108 @@ func QuantizeDir(ctx context.Context, src, dst string, bits, group int, progress
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp made it private
-		return fmt.Errorf("model: quantize: %w", err)
-	}
-	if err := os.Rename(tmp, dst); err != nil {
+	if err := qt.commit(dst); err != nil {
 		return fmt.Errorf("model: quantize: %w", err)
 	}
 	return nil
+}
+
+// quantTempMarker names the lock file a running QuantizeDir holds flock'ed in its
+// temporary directory. Its presence, unlocked, is what proves a directory stale.
+const quantTempMarker = ".ingot-quantize.lock"
+
+// liveQuantTemps holds the temporary directories of this process's running
+// QuantizeDir calls. Cleaners skip them even where the file system's flock does
+// not exclude a second lock from the same process (Linux NFS emulates flock with
+// per-process POSIX locks).
+var liveQuantTemps sync.Map // directory path → struct{}
+
+// quantTemp is the temporary directory one QuantizeDir call writes into.
+type quantTemp struct {
+	dir       string
+	lock      *os.File // the flock'ed marker; nil where flock is unavailable
+	committed bool
+}
+
+// newQuantTemp creates a temporary directory beside dst and locks its marker.
+func newQuantTemp(dst string) (*quantTemp, error) {
+	parent, base := filepath.Split(filepath.Clean(dst))
+	dir, err := os.MkdirTemp(filepath.Clean(parent), quantTempPrefix(base))
+	if err != nil {
+		return nil, err
+	}
+	dir = filepath.Clean(dir) // the key removeStaleQuantTemps looks up
+	liveQuantTemps.Store(dir, struct{}{})
+	lock, err := lockQuantTemp(dir)
+	if err != nil {
+		liveQuantTemps.Delete(dir)
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	return &quantTemp{dir: dir, lock: lock}, nil
+}
+
+// commit removes the marker and renames the directory to dst. The lock is still
+// held until close, and without a marker no cleaner touches the directory.
+func (t *quantTemp) commit(dst string) error {
+	if t.lock != nil {
+		if err := os.Remove(filepath.Join(t.dir, quantTempMarker)); err != nil {
+			return err
+		}
+	}
+	if err := os.Chmod(t.dir, 0o755); err != nil { // MkdirTemp made it private
+		return err
+	}
+	if err := os.Rename(t.dir, dst); err != nil {
+		return err
+	}
+	t.committed = true
+	return nil
+}
+
+// close removes the directory unless it was committed, then releases the lock.
+func (t *quantTemp) close() {
+	if !t.committed {
+		os.RemoveAll(t.dir)
+	}
+	liveQuantTemps.Delete(t.dir)
+	if t.lock != nil {
+		t.lock.Close()
+	}
+}
+
+// quantTempPrefix is the name of dst's temporary directories (base is dst's last
+// element) up to the random digits os.MkdirTemp appends.
+func quantTempPrefix(base string) string { return "." + base + ".tmp-" }
+
+// removeStaleQuantTemps removes the temporary directories that earlier QuantizeDir
+// calls for dst left when their process was killed (see QuantizeDir for the rule).
+// Failures are logged, not returned: leftovers waste space but do not stop a run.
+func removeStaleQuantTemps(dst string) {
+	parent, base := filepath.Split(filepath.Clean(dst))
+	parent = filepath.Clean(parent)
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return // no parent yet, so nothing to clean
+	}
+	prefix := quantTempPrefix(base)
+	for _, e := range entries {
+		digits, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok || digits == "" || strings.Trim(digits, "0123456789") != "" || !e.IsDir() {
+			continue
+		}
+		dir := filepath.Join(parent, e.Name())
+		if _, live := liveQuantTemps.Load(dir); live {
+			continue
+		}
+		removed, err := removeIfStale(dir)
+		switch {
+		case err != nil:
+			slog.Warn("could not remove stale quantize directory", "dir", dir, "err", err)
+		case removed:
+			slog.Info("removed stale quantize directory", "dir", dir)
+		}
+	}
 }
 
 // planned is one output tensor: either a copy of src or a part ("weight",
