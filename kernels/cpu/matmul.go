@@ -43,8 +43,6 @@ type QMatrix struct {
 	// slab's first column.
 	slabs []QMatrix
 	k0    int
-
-	pf pfTune // the decode mat-vecs' prefetch arm (kernelSet.tunePF)
 }
 
 // row returns row n (of K) of a row-major q: its code words, scales and biases.
@@ -237,7 +235,7 @@ func (t *mmTask) choosePF() *pfTune {
 	if t.act != actBytes || !t.k.tunePF {
 		return nil
 	}
-	u := &t.w.Q.pf
+	u := t.p.tuner(t.w.Q)
 	if t.L != 1 {
 		t.pf = u.best
 		return nil

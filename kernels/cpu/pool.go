@@ -38,6 +38,10 @@ type Pool struct {
 	deq  chan *deqBuf // one dequantized row block per thread (see doQDeq)
 	xp   xPanel       // MatMul's x in panel-step order (see doQPanel)
 	part []float32    // MatMul's outputs of K-slabs after the first (see mmTask)
+
+	// tune holds each weight's decode prefetch tuner (see pfTune): runtime
+	// state kept here, beside the calls it times, so weights stay read-only.
+	tune map[*QMatrix]*pfTune
 }
 
 // share is one thread's part of a RunChunks call, alone on its cache line.
@@ -247,6 +251,19 @@ func (p *Pool) claimShares(j job, me int) {
 			j.t.Do(mid, hi)
 		}
 	}
+}
+
+// tuner returns q's prefetch tuner, made on its first decode call.
+func (p *Pool) tuner(q *QMatrix) *pfTune {
+	u := p.tune[q]
+	if u == nil {
+		if p.tune == nil {
+			p.tune = map[*QMatrix]*pfTune{}
+		}
+		u = new(pfTune)
+		p.tune[q] = u
+	}
+	return u
 }
 
 // Close stops the workers. The pool must not be used afterwards.

@@ -155,7 +155,7 @@ func TestMatMulTunesPF(t *testing.T) {
 		q    *QMatrix
 		want uint32
 	}{{w.Q, calls}, {ws[0].Q, calls}, {ws[1].Q, 0}, {ws[2].Q, 0}} {
-		u := c.q.pf
+		u := *p.tuner(c.q)
 		if !kern.tunePF {
 			if u.n != 0 {
 				t.Fatalf("kernels %s do not tune prefetch, but tuner %d ran %d calls", kern.name, i, u.n)
