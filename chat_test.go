@@ -9,8 +9,6 @@ import (
 
 	"github.com/ingot-llm/ingot"
 	"github.com/ingot-llm/ingot/internal/demo"
-	"github.com/ingot-llm/ingot/model"
-	"github.com/ingot-llm/ingot/tokenize"
 )
 
 // TestChatReusesCache: the second turn of a chat prefills only what the cache does
@@ -35,22 +33,21 @@ func TestChatReusesCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	llm, err := ingot.Load(ctx, dir, ingot.Options{Threads: 2})
+	m := load(t, dir, ingot.Options{Threads: 2})
+	s, err := m.NewSession(ingot.SessionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer llm.Close()
-	o := ingot.GenerateOptions{GenerateOptions: model.GenerateOptions{MaxTokens: 8}}
-	msgs := []tokenize.Message{{Role: "user", Content: "def add(a, b):"}}
-	r1, err := llm.Chat(ctx, msgs, o, nil)
-	if err != nil {
-		t.Fatal(err)
+	sp := ingot.Sampling{MaxTokens: 8}
+	msgs := []ingot.Message{{Role: "user", Content: "def add(a, b):"}}
+	text := drain(t, s.Chat(ctx, msgs, sp))
+	r1 := s.Last()
+	if text != r1.Text || r1.GenTokens == 0 {
+		t.Fatalf("first turn: streamed %q, Last().Text %q, %d tokens", text, r1.Text, r1.GenTokens)
 	}
-	msgs = append(msgs, tokenize.Message{Role: "assistant", Content: r1.Text}, tokenize.Message{Role: "user", Content: "class Stack:"})
-	r2, err := llm.Chat(ctx, msgs, o, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	msgs = append(msgs, ingot.Message{Role: "assistant", Content: r1.Text}, ingot.Message{Role: "user", Content: "class Stack:"})
+	drain(t, s.Chat(ctx, msgs, sp))
+	r2 := s.Last()
 	if r2.PromptEval >= r2.PromptTokens-r1.PromptTokens || r2.PromptEval == 0 {
 		t.Errorf("second turn ran %d of %d prompt tokens; the first turn's %d should have come from the cache", r2.PromptEval, r2.PromptTokens, r1.PromptTokens)
 	}

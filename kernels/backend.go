@@ -2,11 +2,14 @@ package kernels
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
 
 	"github.com/klauspost/cpuid/v2"
+
+	"github.com/ingot-llm/ingot/metal"
 )
 
 // A Backend enqueues ops on one device. Ops may run asynchronously until Sync.
@@ -15,8 +18,21 @@ import (
 //
 // Ops put the output first. Unless stated otherwise, activations are f32 and
 // weights (w) may be any [DType].
+//
+// A Backend is one stream of ops and is not safe for concurrent use. Several
+// streams share one device through [Backend.NewStream]: weights are uploaded
+// once, through the first Backend, and each stream (one per model session)
+// runs its own ops, concurrently with the others.
 type Backend interface {
 	Name() string
+
+	// NewStream returns a Backend on the same device whose tensors and
+	// queue are its own: it can read the tensors this Backend uploaded (the
+	// weights), shares its compiled kernels, threads and tuning state, and may
+	// be used from another goroutine at the same time as this one and other
+	// streams. Closing a stream releases only what it made; close the streams
+	// before the Backend they came from.
+	NewStream() (Backend, error)
 
 	// New returns a zeroed f32 tensor of the given shape on the device.
 	New(shape ...int) *Tensor
@@ -91,19 +107,76 @@ type AttnParams struct {
 	Softcap                 float32 // scores = Softcap·tanh(scores/Softcap); 0: none
 }
 
-// Open returns the backend with the given name. "cpu" always works; "auto" picks the
-// best available backend. threads ≤ 0 means [DefaultThreads].
+// Open returns the backend with the given name, as [Choose] does for a
+// model of unknown size.
 func Open(name string, threads int) (Backend, error) {
+	b, _, err := Choose(name, threads, 0)
+	return b, err
+}
+
+// Choose opens the backend named name for a model that needs need bytes of
+// device memory (its weights and a session's KV cache and activations; 0:
+// unknown) and says why, in a sentence for users. It is the one place that
+// decides "auto" (also ""): Metal on Apple silicon when need fits the GPU's
+// recommended working set, else the CPU. "cpu", "metal" and "metal-emu" (the
+// Metal kernels on the MSL interpreter) open that backend; "metal" refuses a
+// model that does not fit, saying what to change. threads ≤ 0 means
+// [DefaultThreads].
+func Choose(name string, threads int, need int64) (Backend, string, error) {
 	if threads <= 0 {
 		threads = DefaultThreads()
 	}
-	switch strings.ToLower(name) {
-	case "", "auto", "cpu":
-		return NewCPU(threads), nil
-	case "metal", "metal-emu": // Apple's GPU, or its kernels on the MSL interpreter
-		return openMetal(strings.ToLower(name), threads)
+	switch name = strings.ToLower(name); name {
+	case "cpu":
+		return NewCPU(threads), fmt.Sprintf("cpu: asked for (%d threads)", threads), nil
+	case "metal-emu":
+		b, err := openMetal(name, threads)
+		return b, "metal-emu: asked for (the Metal kernels on the MSL interpreter, on the CPU)", err
+	case "metal":
+		b, err := openMetal(name, threads)
+		if err != nil {
+			return nil, "", err
+		}
+		why, err := fits(b, need)
+		if err != nil {
+			b.Close()
+			return nil, "", err
+		}
+		return b, "metal: asked for; " + why, nil
+	case "", "auto":
+		b, err := openMetal("metal", threads)
+		if errors.Is(err, metal.ErrUnavailable) {
+			return NewCPU(threads), fmt.Sprintf("cpu: no Metal GPU on %s/%s (auto picks Metal on Apple silicon); %d threads", runtime.GOOS, runtime.GOARCH, threads), nil
+		}
+		if err != nil {
+			return NewCPU(threads), fmt.Sprintf("cpu: Metal failed to open (%v); %d threads", err, threads), nil
+		}
+		why, err := fits(b, need)
+		if err != nil {
+			b.Close()
+			return NewCPU(threads), fmt.Sprintf("cpu: %v; %d threads", err, threads), nil
+		}
+		return b, "metal: auto, Apple silicon; " + why, nil
 	}
-	return nil, fmt.Errorf("kernels: unknown backend %q (want auto, cpu, metal or metal-emu)", name)
+	return nil, "", fmt.Errorf("kernels: unknown backend %q (want auto, cpu, metal or metal-emu)", name)
+}
+
+// fits checks need bytes against a Metal backend's recommended working set.
+func fits(b Backend, need int64) (string, error) {
+	m, ok := b.(*Metal)
+	if !ok {
+		return "", nil
+	}
+	limit := m.dev.MaxWorkingSet()
+	if need <= 0 || limit <= 0 {
+		return m.dev.Name(), nil
+	}
+	if need > limit {
+		return "", fmt.Errorf("kernels: metal: the model needs %.1f GB (weights and a session's KV cache) but %s's recommended working set is %.1f GB: "+
+			"use a smaller quantization (-quant q4, or run quantize -bits 4), a shorter -ctx or -kv f16, or raise the limit (sudo sysctl iogpu.wired_limit_mb=N)",
+			float64(need)/1e9, m.dev.Name(), float64(limit)/1e9)
+	}
+	return fmt.Sprintf("%s, %.1f GB needed of a %.1f GB working set", m.dev.Name(), float64(need)/1e9, float64(limit)/1e9), nil
 }
 
 // DefaultThreads is the CPU thread count used when none is given: the number of

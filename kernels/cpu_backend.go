@@ -3,6 +3,7 @@ package kernels
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/ingot-llm/ingot/kernels/cpu"
 )
@@ -11,24 +12,42 @@ import (
 // Activations are host f32 tensors; Upload attaches a [cpu.Weight] view to weight
 // tensors (no copy). Ops run synchronously, parallel over a persistent worker pool,
 // and allocate nothing.
+//
+// Streams ([CPU.NewStream]) share the pool: an op that runs on it holds it
+// until it returns, so the ops of concurrent streams take turns, each running
+// on every thread (decode is bound by memory bandwidth, which the threads of
+// one op already use).
 type CPU struct {
+	*cpuPool
+	stream bool
+	attn   attnTask
+	op     opTask
+	mmd    [4][]float32 // MatMuls' arguments, kept here so a call allocates nothing
+	mmw    [4]*cpu.Weight
+	part   cpu.AttnParts // a decode step's attention parts
+}
+
+// cpuPool is what a CPU backend's streams share: the workers and their
+// per-thread scratch, one op at a time.
+type cpuPool struct {
+	mu      sync.Mutex // held by the op running on pool
 	pool    *cpu.Pool
 	scratch chan *cpu.AttnScratch // one per thread
-	attn    attnTask
-	op      opTask
-	mmd     [4][]float32 // MatMuls' arguments, kept here so a call allocates nothing
-	mmw     [4]*cpu.Weight
-	part    cpu.AttnParts // a decode step's attention parts
 }
 
 // NewCPU returns a CPU backend running on threads goroutines (≤ 0: all CPUs).
 func NewCPU(threads int) *CPU {
 	p := cpu.NewPool(threads)
-	c := &CPU{pool: p, scratch: make(chan *cpu.AttnScratch, p.Threads())}
+	c := &CPU{cpuPool: &cpuPool{pool: p, scratch: make(chan *cpu.AttnScratch, p.Threads())}}
 	for range p.Threads() {
 		c.scratch <- new(cpu.AttnScratch)
 	}
 	return c
+}
+
+// NewStream returns a CPU backend sharing c's pool (see [CPU]).
+func (c *CPU) NewStream() (Backend, error) {
+	return &CPU{cpuPool: c.cpuPool, stream: true}, nil
 }
 
 // Name returns "cpu".
@@ -72,15 +91,16 @@ func (c *CPU) Upload(t *Tensor) (*Tensor, error) {
 
 // WeightBytes returns the bytes a mat-vec reads of weight t: for a tensor the
 // CPU backend uploaded, those of the layout it keeps (see [cpu.Prepare]); else
-// t's data, scales and biases.
+// (a host tensor, or one on a GPU backend) its packed elements, scales and
+// biases.
 func WeightBytes(t *Tensor) int {
 	if w, ok := t.Buf.(*cpu.Weight); ok {
 		return w.Bytes()
 	}
-	n := len(t.Data)
+	n := t.NumRows() * t.DType.RowBytes(t.Cols())
 	for _, d := range []*Tensor{t.Scales, t.Biases} {
 		if d != nil {
-			n += len(d.Data)
+			n += d.Len() * d.DType.Bits() / 8
 		}
 	}
 	return n
@@ -176,6 +196,8 @@ func (c *CPU) Embed(dst, table *Tensor, tokens []int32, scale float32) {
 
 // RMSNorm normalizes every len(w)-wide row of x into dst.
 func (c *CPU) RMSNorm(dst, x, w *Tensor, eps float32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if dst.Len() != x.Len() || x.Len()%w.Len() != 0 {
 		panic(fmt.Sprintf("kernels: RMSNorm: dst %v, x %v, w %v", dst.Shape, x.Shape, w.Shape))
 	}
@@ -185,6 +207,8 @@ func (c *CPU) RMSNorm(dst, x, w *Tensor, eps float32) {
 
 // MatMul computes dst (L, N) = x (L, K) · wᵀ.
 func (c *CPU) MatMul(dst, x, w *Tensor) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	wt := weightOf("MatMul", w)
 	L := x.NumRows()
 	mustShape("MatMul", "x", x, L, wt.K)
@@ -195,6 +219,8 @@ func (c *CPU) MatMul(dst, x, w *Tensor) {
 // MatMuls computes dst[i] = x · w[i]ᵀ for up to four weights: in a decode
 // step, one mat-vec over the rows of them all (see [cpu.Pool.MatMuls]).
 func (c *CPU) MatMuls(dst []*Tensor, x *Tensor, w []*Tensor) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if len(dst) != len(w) || len(w) > len(c.mmw) {
 		panic(fmt.Sprintf("kernels: MatMuls: %d outputs for %d weights (at most %d)", len(dst), len(w), len(c.mmw)))
 	}
@@ -211,6 +237,8 @@ func (c *CPU) MatMuls(dst []*Tensor, x *Tensor, w []*Tensor) {
 
 // Add computes dst = a + b, where b has a's shape or is one row broadcast over a's rows.
 func (c *CPU) Add(dst, a, b *Tensor) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	d, x, y := dst.F32(), a.F32(), b.F32()
 	if len(d) != len(x) || len(y) == 0 || len(x)%len(y) != 0 || (len(y) != len(x) && len(y) != a.Cols()) {
 		panic(fmt.Sprintf("kernels: Add: dst %v, a %v, b %v", dst.Shape, a.Shape, b.Shape))
@@ -221,6 +249,8 @@ func (c *CPU) Add(dst, a, b *Tensor) {
 
 // RoPE rotates x (L, heads·Dh) in place for positions [pos, pos+L).
 func (c *CPU) RoPE(x *Tensor, pos int, p *RoPE) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if x.Cols()%p.HeadDim != 0 || 2*len(p.InvFreq) != p.RotaryDim || p.RotaryDim > p.HeadDim {
 		panic(fmt.Sprintf("kernels: RoPE: x %v with head dim %d, rotary dim %d, %d frequencies", x.Shape, p.HeadDim, p.RotaryDim, len(p.InvFreq)))
 	}
@@ -240,6 +270,8 @@ func (c *CPU) RoPE(x *Tensor, pos int, p *RoPE) {
 // own heads (a tg128's 0–127 keys, Zen 5: 0.26 ms of attention a token where
 // one KV head at a time, the threads claiming heads, took 0.28).
 func (c *CPU) Attention(dst, q, k, v *Tensor, pos int, p *AttnParams) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	L := q.NumRows()
 	qw, kw := p.Heads*p.HeadDim, p.KVHeads*p.HeadDim
 	mustShape("Attention", "q", q, L, qw)
@@ -316,6 +348,8 @@ func (t *attnTask) Do(lo, hi int) {
 
 // GLU computes dst = act(gate)·up elementwise.
 func (c *CPU) GLU(dst, gate, up *Tensor, act Act) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	d, g, u := dst.F32(), gate.F32(), up.F32()
 	if len(d) != len(g) || len(g) != len(u) || act > ActGELU {
 		panic(fmt.Sprintf("kernels: GLU: dst %v, gate %v, up %v, activation %d", dst.Shape, gate.Shape, up.Shape, act))
@@ -416,8 +450,10 @@ func cacheKV(t *Tensor) cpu.KV {
 // Sync returns ctx's error, if any: CPU ops have already completed.
 func (c *CPU) Sync(ctx context.Context) error { return ctx.Err() }
 
-// Close stops the worker pool.
+// Close stops the worker pool; a stream's Close does nothing.
 func (c *CPU) Close() error {
-	c.pool.Close()
+	if !c.stream {
+		c.pool.Close()
+	}
 	return nil
 }

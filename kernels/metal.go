@@ -23,7 +23,7 @@ import (
 // device buffers made by [Metal.New]. [Metal.Upload] binds weights in place when
 // their bytes lie in a region registered with [Metal.Map] (an mmap'd file), and
 // copies them into new device buffers otherwise. A Metal is not safe for
-// concurrent use.
+// concurrent use: each goroutine runs its own stream ([Metal.NewStream]).
 type Metal struct {
 	dev   metal.Device
 	pipes map[string]metal.Pipeline
@@ -104,6 +104,12 @@ func NewMetal(dev metal.Device) (*Metal, error) {
 	}
 	return m, nil
 }
+
+// NewStream returns a backend on m's device with its own command buffers,
+// buffers, pipeline cache and counters (see [Backend.NewStream]). The device
+// is safe for concurrent use; two streams' command buffers are ordered only
+// among their own.
+func (m *Metal) NewStream() (Backend, error) { return NewMetal(m.dev) }
 
 // Name returns "metal:" and the device name ("metal:Apple M2", "metal:msl-interpreter").
 func (m *Metal) Name() string { return "metal:" + m.dev.Name() }

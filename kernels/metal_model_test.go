@@ -32,17 +32,19 @@ func metalEmu(t *testing.T) kernels.Backend {
 	return b
 }
 
-func load(t *testing.T, dir string, b kernels.Backend) *model.Model {
+// load loads dir onto b (nil: a CPU backend) and opens a session of 64
+// tokens; both are closed when the test ends.
+func load(t *testing.T, dir string, b kernels.Backend) *model.Session {
 	t.Helper()
-	return loadOpts(t, dir, model.Options{Backend: b, Context: 64})
+	return loadOpts(t, dir, model.Options{Backend: b}, model.SessionOptions{Context: 64})
 }
 
-func loadCtx(t *testing.T, dir string, b kernels.Backend, ctxLen int) *model.Model {
+func loadCtx(t *testing.T, dir string, b kernels.Backend, ctxLen int) *model.Session {
 	t.Helper()
-	return loadOpts(t, dir, model.Options{Backend: b, Context: ctxLen})
+	return loadOpts(t, dir, model.Options{Backend: b}, model.SessionOptions{Context: ctxLen})
 }
 
-func loadOpts(t *testing.T, dir string, o model.Options) *model.Model {
+func loadOpts(t *testing.T, dir string, o model.Options, so model.SessionOptions) *model.Session {
 	t.Helper()
 	o.Threads = 2
 	m, err := model.Load(context.Background(), dir, o)
@@ -50,7 +52,11 @@ func loadOpts(t *testing.T, dir string, o model.Options) *model.Model {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	return m
+	s, err := m.NewSession(so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 func nmse(got, want []float32) (e, maxAbs float64) {
@@ -94,8 +100,8 @@ func TestMetalModelParity(t *testing.T) {
 			if err := json.Unmarshal(b, &ref); err != nil {
 				t.Fatal(err)
 			}
-			gm := loadOpts(t, dir, model.Options{Backend: metalEmu(t), Context: 64, KV: c.kv})
-			cm := loadOpts(t, dir, model.Options{Context: 64, KV: c.kv})
+			gm := loadOpts(t, dir, model.Options{Backend: metalEmu(t)}, model.SessionOptions{Context: 64, KV: c.kv})
+			cm := loadOpts(t, dir, model.Options{}, model.SessionOptions{Context: 64, KV: c.kv})
 			ids := ref.InputIDs
 			for len(ids) < 12 {
 				ids = append(ids, ids...)
@@ -167,7 +173,7 @@ func TestMetalTinycode(t *testing.T) {
 				t.Errorf("prompt logits max-abs %.3g > 1e-3 against transformers", ma)
 			}
 			t.Logf("prompt logits max-abs %.2g against transformers", ma)
-			mb := be.(*kernels.Metal)
+			mb := m.Backend().(*kernels.Metal) // the session's stream
 			for i, p := range ref.Prompts[:prompts] {
 				m.Truncate(0)
 				mb.ResetStats()

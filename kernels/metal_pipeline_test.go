@@ -18,6 +18,14 @@ type noPipeline struct {
 	kernels.Argmaxer
 }
 
+func (b noPipeline) NewStream() (kernels.Backend, error) {
+	s, err := b.Backend.NewStream()
+	if err != nil {
+		return nil, err
+	}
+	return noPipeline{s, s.(kernels.Argmaxer)}, nil
+}
+
 func ids(ts []model.Token) []int32 {
 	out := make([]int32, len(ts))
 	for i, t := range ts {
@@ -36,9 +44,8 @@ func TestMetalPipelinedGreedy(t *testing.T) {
 	dir := filepath.Join(refDir, "tinycode-llama-q4")
 	prompt := []int32{4094, 1, 2}
 	const ctxLen = 16
-	be := metalEmu(t)
-	mb := be.(*kernels.Metal)
-	pipe := loadCtx(t, dir, be, ctxLen)
+	pipe := loadCtx(t, dir, metalEmu(t), ctxLen)
+	mb := pipe.Backend().(*kernels.Metal)
 	eb := metalEmu(t)
 	ref := loadCtx(t, dir, noPipeline{eb, eb.(kernels.Argmaxer)}, ctxLen)
 
@@ -72,17 +79,17 @@ func TestMetalPipelinedGreedy(t *testing.T) {
 	}{
 		{"eos", model.GenerateOptions{}, []int32{full[eosAt]}, -1, -1, model.StopEOS, nil, eosAt + 1},
 		{"emit stops", model.GenerateOptions{}, nil, 4, -1, model.StopCaller, nil, 5},
-		{"cancelled", model.GenerateOptions{}, nil, -1, 3, "", context.Canceled, 4},
+		{"cancelled", model.GenerateOptions{}, nil, -1, 3, model.StopCancelled, context.Canceled, 4},
 		{"max tokens", model.GenerateOptions{MaxTokens: 6}, nil, -1, -1, model.StopLength, nil, 6},
-		{"context full", model.GenerateOptions{}, nil, -1, -1, model.StopLength, nil, ctxLen - len(prompt) + 1},
+		{"context full", model.GenerateOptions{}, nil, -1, -1, model.StopContext, nil, ctxLen - len(prompt) + 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			gen := func(m *model.Model, st interface {
+			gen := func(m *model.Session, st interface {
 				Stats() kernels.Stats
 				ResetStats()
 			}) run {
 				m.Truncate(0)
-				m.EOS = tc.eos
+				m.Model().EOS = tc.eos
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
 				var out run
@@ -126,7 +133,7 @@ func TestMetalPipelinedGreedy(t *testing.T) {
 				}
 			}
 			discarded := int64(0)
-			if tc.wantStop != model.StopLength {
+			if tc.wantStop != model.StopLength && tc.wantStop != model.StopContext {
 				discarded = 1 // the step run ahead for the last token
 			}
 			if want := int64(len(got.waits)-1) + discarded; cbs != want {

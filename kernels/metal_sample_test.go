@@ -15,6 +15,11 @@ import (
 // logits and selects the top k on the host.
 type hideTopK struct{ kernels.Backend }
 
+func (b hideTopK) NewStream() (kernels.Backend, error) {
+	s, err := b.Backend.NewStream()
+	return hideTopK{s}, err
+}
+
 // TestMetalTopKSampling samples the trained tiny model on metal-emu with the
 // top k selected on the device and on the host (the same kernels otherwise):
 // with the same seed the tokens must be identical, and the device path must
@@ -24,9 +29,8 @@ func TestMetalTopKSampling(t *testing.T) {
 	dir := filepath.Join(refDir, "tinycode-llama-q4")
 	prompt := []int32{4094, 1, 2}
 	const tokens, V = 8, 4096
-	be := metalEmu(t)
-	mb := be.(*kernels.Metal)
-	dev := load(t, dir, be)
+	dev := load(t, dir, metalEmu(t))
+	mb := dev.Backend().(*kernels.Metal)
 	host := load(t, dir, hideTopK{metalEmu(t)})
 	for _, o := range []model.GenerateOptions{
 		{Temperature: 0.8, TopK: 40, Seed: 1},
@@ -37,7 +41,7 @@ func TestMetalTopKSampling(t *testing.T) {
 	} {
 		o.MaxTokens, o.IgnoreEOS = tokens, true
 		t.Run(fmt.Sprintf("T=%g/k=%d/p=%g/minp=%g/penalty=%g", o.Temperature, o.TopK, o.TopP, o.MinP, o.RepeatPenalty), func(t *testing.T) {
-			gen := func(m *model.Model) []int32 {
+			gen := func(m *model.Session) []int32 {
 				m.Truncate(0)
 				r, err := m.Generate(context.Background(), prompt, o, nil)
 				if err != nil {

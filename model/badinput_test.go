@@ -196,11 +196,7 @@ func TestShardedLoad(t *testing.T) {
 	}
 	idx, _ := json.Marshal(map[string]any{"metadata": map[string]any{}, "weight_map": wmap})
 	os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), idx, 0o644)
-	m, err := Load(context.Background(), dir, Options{Threads: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := open(t, dir, Options{Threads: 1}, SessionOptions{})
 	got, err := m.Forward(context.Background(), ref.InputIDs)
 	if err != nil {
 		t.Fatal(err)

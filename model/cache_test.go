@@ -20,6 +20,11 @@ func (b halvedKV) CopyRows(dst, src *kernels.Tensor, row int) {
 	b.Backend.CopyRows(dst, kernels.FromF32(x, src.Shape...), row)
 }
 
+func (b halvedKV) NewStream() (kernels.Backend, error) {
+	s, err := b.Backend.NewStream()
+	return halvedKV{s}, err
+}
+
 // TestKVCacheF16 checks that an f16 KV cache takes half the bytes and computes
 // what an f32 cache of the same halves does: logits within 1e-6 through a
 // prefill (the blocked attention), decode steps (one row and head at a time)
@@ -29,18 +34,10 @@ func TestKVCacheF16(t *testing.T) {
 	for _, name := range []string{"llama3", "qwen2", "gemma2-swa", "phi3", "mistral", "long-llama3"} {
 		t.Run(name, func(t *testing.T) {
 			dir, ref := readRef(t, name)
-			half, err := Load(context.Background(), dir, Options{Threads: 2, KV: kernels.DTypeF16})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer half.Close()
+			half := open(t, dir, Options{Threads: 2}, SessionOptions{KV: kernels.DTypeF16})
 			b := kernels.NewCPU(2)
 			defer b.Close()
-			wide, err := Load(context.Background(), dir, Options{Backend: halvedKV{b}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer wide.Close()
+			wide := open(t, dir, Options{Backend: halvedKV{b}}, SessionOptions{})
 			if half.CacheBytes()*2 != wide.CacheBytes() {
 				t.Errorf("f16 cache %d bytes, f32 %d", half.CacheBytes(), wide.CacheBytes())
 			}
@@ -69,9 +66,14 @@ func TestKVCacheF16(t *testing.T) {
 // TestKVCacheType rejects cache types other than f32 and f16, naming the field.
 func TestKVCacheType(t *testing.T) {
 	dir, _ := readRef(t, "llama3")
-	_, err := Load(context.Background(), dir, Options{KV: kernels.DTypeQ8})
+	m, err := Load(context.Background(), dir, Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	_, err = m.NewSession(SessionOptions{KV: kernels.DTypeQ8})
 	if err == nil || err.Error() != "model: KV cache type q8: want f32 or f16" {
-		t.Fatalf("Load with a q8 KV cache: %v", err)
+		t.Fatalf("NewSession with a q8 KV cache: %v", err)
 	}
 }
 
@@ -80,19 +82,26 @@ func TestKVCacheType(t *testing.T) {
 // context.
 func TestEstimateCache(t *testing.T) {
 	dir, _ := readRef(t, "qwen2")
-	for _, o := range []Options{{}, {KV: kernels.DTypeF16}, {Context: 100, KV: kernels.DTypeF16}} {
-		_, cache, err := Estimate(dir, o)
+	m, err := Load(context.Background(), dir, Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for _, o := range []SessionOptions{{}, {KV: kernels.DTypeF16}, {Context: 100, KV: kernels.DTypeF16}} {
+		_, bytes, err := Estimate(dir, Options{}, o)
 		if err != nil {
 			t.Fatal(err)
 		}
-		o.Threads = 1
-		m, err := Load(context.Background(), dir, o)
+		s, err := m.NewSession(o)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := m.CacheBytes(); cache != got || got == 0 {
-			t.Errorf("%s cache, context %d: Estimate %d bytes, loaded %d", o.KV, o.Context, cache, got)
+		if got := s.MemoryBytes(); bytes != got || got <= s.CacheBytes() || s.CacheBytes() == 0 {
+			t.Errorf("%s cache, context %d: Estimate %d bytes, session %d (cache %d)", o.KV, o.Context, bytes, got, s.CacheBytes())
 		}
-		m.Close()
+		if sb, _ := m.SessionBytes(o); sb != bytes {
+			t.Errorf("%s cache, context %d: SessionBytes %d, Estimate %d", o.KV, o.Context, sb, bytes)
+		}
+		s.Close()
 	}
 }

@@ -79,11 +79,14 @@ type RopeParams struct {
 
 // loadConfig reads and validates dir/config.json.
 func loadConfig(dir string) (*Config, error) {
+	if err := checkDir(dir); err != nil {
+		return nil, err
+	}
 	path := filepath.Join(dir, "config.json")
 	b, err := os.ReadFile(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("model: no config.json in %s", dir)
+			return nil, fmt.Errorf("model: no config.json in %s (a Hugging Face model directory holds config.json, *.safetensors and tokenizer.json)", dir)
 		}
 		return nil, fmt.Errorf("model: %w", err)
 	}
@@ -308,4 +311,39 @@ func loadEOS(dir string, c *Config) ([]int32, error) {
 		return c.EOSTokenIDs()
 	}
 	return ids, nil
+}
+
+// checkDir explains a model path that is not a directory: a GGUF file, a
+// Hugging Face repo id not yet downloaded, or nothing at all.
+func checkDir(dir string) error {
+	st, err := os.Stat(dir)
+	switch {
+	case err == nil && st.IsDir():
+		return nil
+	case err == nil && strings.EqualFold(filepath.Ext(dir), ".gguf"):
+		return fmt.Errorf("model: %s is a GGUF file: GGUF is not supported yet (pass a Hugging Face or mlx-community model directory)", dir)
+	case err == nil:
+		return fmt.Errorf("model: %s is a file: pass the model directory (config.json, *.safetensors, tokenizer.json)", dir)
+	case !errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("model: %w", err)
+	case looksLikeRepoID(dir):
+		return fmt.Errorf("model: no directory %s; it looks like a Hugging Face repo id: download it first, e.g. `huggingface-cli download %s --local-dir %s`, then pass -model %s",
+			dir, dir, filepath.Base(dir), filepath.Base(dir))
+	}
+	return fmt.Errorf("model: no directory %s", dir)
+}
+
+// looksLikeRepoID reports whether p has the shape of a Hugging Face repo id,
+// "owner/name", rather than of a path.
+func looksLikeRepoID(p string) bool {
+	owner, name, ok := strings.Cut(p, "/")
+	if !ok || owner == "" || name == "" || strings.Contains(name, "/") || strings.HasPrefix(owner, ".") || strings.HasPrefix(owner, "~") {
+		return false
+	}
+	for _, r := range owner + name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return false
+		}
+	}
+	return true
 }

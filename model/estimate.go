@@ -6,11 +6,11 @@ import (
 )
 
 // Estimate returns, without loading, the bytes a model directory will occupy on a
-// device with options o: the weights (from the safetensors files' sizes, scaled down
-// when o.Quant quantizes them on load) and the KV cache (K and V of type o.KV
-// for every layer over the context window). It is what memory admission compares with a device's
-// working-set limit.
-func Estimate(dir string, o Options) (weights, cache int64, err error) {
+// device with options o and one session with options so: the weights (from the
+// safetensors files' sizes, scaled down when o.Quant quantizes them on load) and
+// the session's KV cache and activations. It is what memory admission compares
+// with a device's working-set limit.
+func Estimate(dir string, o Options, so SessionOptions) (weights, session int64, err error) {
 	cfg, err := loadConfig(dir)
 	if err != nil {
 		return 0, 0, err
@@ -27,12 +27,8 @@ func Estimate(dir string, o Options) (weights, cache int64, err error) {
 		// bf16/f16 → bits+1 per weight (codes plus a bf16 scale and bias per 64)
 		weights = weights * int64(o.Quant+1) / 16
 	}
-	n := o.Context
-	if n <= 0 {
-		n = 4096
-		if cfg.MaxPositions > 0 {
-			n = min(n, cfg.MaxPositions)
-		}
+	if err := so.fill(cfg); err != nil {
+		return 0, 0, err
 	}
-	return weights, cacheBytes(cfg, n, o.KV), nil
+	return weights, cacheBytes(cfg, so.Context, so.KV) + actsBytes(cfg, min(so.Batch, so.Context)) + actsBytes(cfg, 1), nil
 }

@@ -13,7 +13,6 @@ type llama struct {
 	cfg    *Config
 	arch   arch
 	act    kernels.Act
-	rope   *kernels.RoPE
 	embed  *kernels.Tensor // model.embed_tokens.weight (V, D)
 	scale  float32         // embedding multiplier: √D for Gemma, else 1
 	layers []layer
@@ -39,7 +38,7 @@ type layer struct {
 }
 
 // newLlama loads every weight through l, checking shapes against the config.
-func newLlama(c *Config, a arch, l *loader, ctxLen int) (*llama, error) {
+func newLlama(c *Config, a arch, l *loader) (*llama, error) {
 	act := c.Activation()
 	if c.HiddenAct == "" && c.HiddenActivation == "" {
 		act = a.defaultAct
@@ -51,11 +50,12 @@ func newLlama(c *Config, a arch, l *loader, ctxLen int) (*llama, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model: config.json: hidden_act: %w", err)
 	}
-	rope, err := newRoPE(c, ctxLen)
-	if err != nil {
+	// A session builds its own rotary embedding (longrope chooses its factors
+	// by the session's context window); a bad rope config fails here, at load.
+	if _, err := newRoPE(c, c.DefaultContext()); err != nil {
 		return nil, err
 	}
-	m := &llama{cfg: c, arch: a, act: kact, rope: rope, scale: 1}
+	m := &llama{cfg: c, arch: a, act: kact, scale: 1}
 	if a.gemma {
 		m.scale = float32(math.Sqrt(float64(c.HiddenSize)))
 	}
@@ -188,18 +188,26 @@ type acts struct {
 	lastX     *kernels.Tensor   // (1, D) view of x's last row
 	logits    *kernels.Tensor   // (1, V)
 	hostLogit []float32         // (V) logits on the host
+	rope      *kernels.RoPE     // the session's rotary embedding
 }
 
-func newActs(b kernels.Backend, c *Config, L int) *acts {
+func newActs(b kernels.Backend, c *Config, L int, rope *kernels.RoPE) *acts {
 	D, F, V := c.HiddenSize, c.IntermediateSize, c.VocabSize
 	qw, kw := c.NumHeads*c.HeadDim, c.NumKVHeads*c.HeadDim
 	s := &acts{L: L,
 		x: b.New(L, D), h: b.New(L, D), q: b.New(L, qw), att: b.New(L, qw),
 		k: b.New(L, kw), v: b.New(L, kw), g: b.New(L, F), u: b.New(L, F),
-		last: b.New(1, D), logits: b.New(1, V), hostLogit: make([]float32, V),
+		last: b.New(1, D), logits: b.New(1, V), hostLogit: make([]float32, V), rope: rope,
 	}
 	s.cut()
 	return s
+}
+
+// actsBytes is the device memory of newActs(…, L, …): its f32 tensors.
+func actsBytes(c *Config, L int) int64 {
+	D, F, V := c.HiddenSize, c.IntermediateSize, c.VocabSize
+	qw, kw := c.NumHeads*c.HeadDim, c.NumKVHeads*c.HeadDim
+	return 4 * int64(L*(2*D+2*qw+2*kw+2*F)+D+V)
 }
 
 // rows returns a view of s for the first L rows (L ≤ s.L).
@@ -258,8 +266,8 @@ func (m *llama) decoder(b kernels.Backend, s *acts, c *cache, pos int) {
 			b.RMSNorm(s.qh, s.qh, l.qNorm, eps) // per head (Dh)
 			b.RMSNorm(s.kh, s.kh, l.kNorm, eps)
 		}
-		b.RoPE(s.q, pos, m.rope)
-		b.RoPE(s.k, pos, m.rope)
+		b.RoPE(s.q, pos, s.rope)
+		b.RoPE(s.k, pos, s.rope)
 		c.put(b, i, pos, s.k, s.v)
 		b.Attention(s.att, s.q, c.k[i], c.v[i], pos, &m.attn[i]) // (L, H·Dh)
 		linear(b, s.h, s.att, l.wo, l.bo)                        // (L, D)

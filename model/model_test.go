@@ -16,11 +16,7 @@ func TestDecodeAllocs(t *testing.T) {
 	for _, name := range []string{"llama3", "qwen3", "gemma2-swa", "phi3", "qwen2"} {
 		t.Run(name, func(t *testing.T) {
 			dir, ref := readRef(t, name)
-			m, err := Load(context.Background(), dir, Options{Threads: 2, Context: 256})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
+			m := open(t, dir, Options{Threads: 2}, SessionOptions{Context: 256})
 			if _, err := m.Forward(context.Background(), ref.InputIDs); err != nil {
 				t.Fatal(err)
 			}
@@ -42,12 +38,8 @@ func TestDecodeAllocs(t *testing.T) {
 // reports its size.
 func TestPrefixReuse(t *testing.T) {
 	dir, ref := readRef(t, "mistral")
-	m, err := Load(context.Background(), dir, Options{Threads: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	c := m.Config
+	m := open(t, dir, Options{Threads: 2}, SessionOptions{})
+	c := m.m.Config
 	if want := int64(2 * c.NumLayers * m.ContextSize() * c.NumKVHeads * c.HeadDim * 4); m.CacheBytes() != want {
 		t.Errorf("CacheBytes %d, want %d", m.CacheBytes(), want)
 	}
@@ -86,11 +78,7 @@ func TestPrefixReuse(t *testing.T) {
 // emit callback stopping generation.
 func TestGenerateLimits(t *testing.T) {
 	dir, ref := readRef(t, "llama2")
-	m, err := Load(context.Background(), dir, Options{Threads: 1, Context: 30})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := open(t, dir, Options{Threads: 1}, SessionOptions{Context: 30})
 	long := make([]int32, 30)
 	if _, err := m.Generate(context.Background(), long, GenerateOptions{}, nil); err == nil || !strings.Contains(err.Error(), "context window of 30") {
 		t.Errorf("overlong prompt: %v", err)
@@ -99,7 +87,7 @@ func TestGenerateLimits(t *testing.T) {
 		t.Errorf("bad token id: %v", err)
 	}
 	r, err := m.Generate(context.Background(), ref.InputIDs, GenerateOptions{IgnoreEOS: true}, nil)
-	if err != nil || r.Stop != StopLength || len(ref.InputIDs)+len(r.Tokens) != 31 {
+	if err != nil || r.Stop != StopContext || len(ref.InputIDs)+len(r.Tokens) != 31 {
 		t.Errorf("context end: stop %q after %d tokens, err %v", r.Stop, len(r.Tokens), err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -111,7 +99,7 @@ func TestGenerateLimits(t *testing.T) {
 		}
 		return true
 	})
-	if !errors.Is(err, context.Canceled) || len(r.Tokens) != 3 {
+	if !errors.Is(err, context.Canceled) || len(r.Tokens) != 3 || r.Stop != StopCancelled {
 		t.Errorf("cancel after 3 tokens: %d tokens, err %v", len(r.Tokens), err)
 	}
 	r, err = m.Generate(context.Background(), ref.InputIDs[:5], GenerateOptions{IgnoreEOS: true}, func(Token) bool { return false })
@@ -124,7 +112,11 @@ func TestGenerateLimits(t *testing.T) {
 // storage types benchmarks use.
 func TestSynthetic(t *testing.T) {
 	for _, dt := range []kernels.DType{kernels.DTypeQ4, kernels.DTypeQ8} {
-		m, err := Synthetic(context.Background(), "qwen2.5-0.5b", dt, 1, Options{Threads: 2, Context: 16})
+		sm, err := Synthetic(context.Background(), "qwen2.5-0.5b", dt, 1, Options{Threads: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := sm.NewSession(SessionOptions{Context: 16})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,9 +127,24 @@ func TestSynthetic(t *testing.T) {
 		if len(logits) != 151936 || math.IsNaN(float64(logits[0])) {
 			t.Errorf("%s: %d logits, first %v", dt, len(logits), logits[0])
 		}
-		m.Close()
+		sm.Close()
 	}
 	if _, err := Synthetic(context.Background(), "gpt-5", kernels.DTypeQ4, 1, Options{}); err == nil || !strings.Contains(err.Error(), "llama-3.2-1b") {
 		t.Errorf("unknown shape: %v", err)
 	}
+}
+
+// open loads dir and opens a session on it, both closed when the test ends.
+func open(t testing.TB, dir string, o Options, so SessionOptions) *Session {
+	t.Helper()
+	m, err := Load(context.Background(), dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	s, err := m.NewSession(so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -85,12 +85,8 @@ func TestReferenceLogits(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			dir, ref := readRef(t, name)
 			want := readLogits(t, dir, ref.LogitsShape)
-			m, err := Load(context.Background(), dir, Options{Threads: 2})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
-			if d := maxAbs(m.net.rope.InvFreq, ref.RopeInvFreq); d > 1e-6*float64(slices.Max(ref.RopeInvFreq)) {
+			m := open(t, dir, Options{Threads: 2}, SessionOptions{})
+			if d := maxAbs(m.one.rope.InvFreq, ref.RopeInvFreq); d > 1e-6*float64(slices.Max(ref.RopeInvFreq)) {
 				t.Errorf("rope inv_freq differs by %g", d)
 			}
 			// Full prefill: last row.
@@ -125,11 +121,7 @@ func TestReferenceGreedy(t *testing.T) {
 	for _, name := range append(shortCases, "long-llama3", "long-mistral") {
 		t.Run(name, func(t *testing.T) {
 			dir, ref := readRef(t, name)
-			m, err := Load(context.Background(), dir, Options{Threads: 2})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
+			m := open(t, dir, Options{Threads: 2}, SessionOptions{})
 			r, err := m.Generate(context.Background(), ref.InputIDs, GenerateOptions{MaxTokens: len(ref.GreedyNoStop), IgnoreEOS: true}, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -186,11 +178,7 @@ func TestLegacyConfig(t *testing.T) {
 				}
 			}
 			run := func(dir string) []float32 {
-				m, err := Load(context.Background(), dir, Options{Threads: 1})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer m.Close()
+				m := open(t, dir, Options{Threads: 1}, SessionOptions{})
 				l, err := m.Forward(context.Background(), ref.InputIDs)
 				if err != nil {
 					t.Fatal(err)

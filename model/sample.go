@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -22,10 +23,42 @@ type GenerateOptions struct {
 	Logprobs      bool    // fill Token.Logprob (one more pass over the logits per token)
 }
 
-// sampler turns logits into a token. The order of transforms is ollama's:
+// Validate reports the first option out of range, named as in llama.cpp's and
+// OpenAI's APIs (min_p, top_k, …). NaN and infinities are out of range.
+func (o GenerateOptions) Validate() error {
+	finite := func(x float32) bool { return !math.IsNaN(float64(x)) && !math.IsInf(float64(x), 0) }
+	switch {
+	case o.MaxTokens < 0:
+		return fmt.Errorf("model: max_tokens must be ≥ 0 (0: until EOS or the context is full), got %d", o.MaxTokens)
+	case !finite(o.Temperature) || o.Temperature < 0:
+		return fmt.Errorf("model: temperature must be a finite number ≥ 0 (0: greedy), got %g", o.Temperature)
+	case o.TopK < 0:
+		return fmt.Errorf("model: top_k must be ≥ 0 (0: off), got %d", o.TopK)
+	case !(o.TopP >= 0 && o.TopP <= 1):
+		return fmt.Errorf("model: top_p must be in [0, 1] (0 or 1: off), got %g", o.TopP)
+	case !(o.MinP >= 0 && o.MinP <= 1):
+		return fmt.Errorf("model: min_p must be in [0, 1] (0: off), got %g", o.MinP)
+	case !finite(o.RepeatPenalty) || o.RepeatPenalty < 0:
+		return fmt.Errorf("model: repeat_penalty must be a finite number ≥ 0 (0 or 1: off), got %g", o.RepeatPenalty)
+	case o.RepeatLastN < 0:
+		return fmt.Errorf("model: repeat_last_n must be ≥ 0 (0: 64), got %d", o.RepeatLastN)
+	}
+	return nil
+}
+
+// NewSampler returns the sampler [Session.Generate] uses on the host for
+// options o, or o's first option out of range (see [GenerateOptions.Validate]).
+func NewSampler(o GenerateOptions) (*Sampler, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	return newSampler(o), nil
+}
+
+// A Sampler turns logits into a token. The order of transforms is ollama's:
 // repetition penalty, top-k, temperature, softmax, top-p, min-p, then a draw from
 // the seeded PCG. Temperature 0 is argmax before any other work but the penalty.
-type sampler struct {
+type Sampler struct {
 	o    GenerateOptions
 	rng  *rand.Rand
 	work []float32   // a copy of the logits the transforms may change
@@ -37,7 +70,7 @@ type candidate struct {
 	p  float32 // logit, then probability
 }
 
-func newSampler(o GenerateOptions) *sampler {
+func newSampler(o GenerateOptions) *Sampler {
 	seed := o.Seed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
@@ -45,12 +78,12 @@ func newSampler(o GenerateOptions) *sampler {
 	if o.RepeatLastN == 0 {
 		o.RepeatLastN = 64
 	}
-	return &sampler{o: o, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	return &Sampler{o: o, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
 }
 
-// sample picks the next token from logits (left unchanged) given the tokens so far
-// (prompt + generated).
-func (s *sampler) sample(logits []float32, history []int32) int32 {
+// Sample picks the next token from logits (V, left unchanged) given the
+// tokens so far (prompt and generated).
+func (s *Sampler) Sample(logits []float32, history []int32) int32 {
 	s.work = append(s.work[:0], logits...)
 	logits = s.work
 	if p := s.o.RepeatPenalty; p > 0 && p != 1 {
@@ -70,7 +103,7 @@ func (s *sampler) sample(logits []float32, history []int32) int32 {
 // pick draws from candidates sorted by decreasing logit, ties by lower id (what
 // topK returns, on the host or the device): temperature, softmax, top-p, min-p,
 // then one number from the RNG.
-func (s *sampler) pick(c []candidate) int32 {
+func (s *Sampler) pick(c []candidate) int32 {
 	softmax(c, s.o.Temperature)
 	c = topP(c, s.o.TopP)
 	c = minP(c, s.o.MinP)
@@ -81,7 +114,7 @@ func (s *sampler) pick(c []candidate) int32 {
 // ones by p (CTRL, as transformers and llama.cpp apply it); each token once.
 func repeatPenalty(logits []float32, seen []int32, p float32) {
 	for i, t := range seen {
-		if int(t) >= len(logits) || slices.Contains(seen[:i], t) {
+		if t < 0 || int(t) >= len(logits) || slices.Contains(seen[:i], t) {
 			continue
 		}
 		if logits[t] > 0 {
@@ -215,8 +248,8 @@ func draw(c []candidate, u float32) int32 {
 	return c[len(c)-1].id
 }
 
-// logProb returns ln softmax(logits)[id], computed in float64.
-func logProb(logits []float32, id int32) float32 {
+// Logprob returns ln softmax(logits)[id], computed in float64.
+func Logprob(logits []float32, id int32) float64 {
 	mx := logits[0]
 	for _, v := range logits {
 		mx = max(mx, v)
@@ -225,5 +258,5 @@ func logProb(logits []float32, id int32) float32 {
 	for _, v := range logits {
 		sum += math.Exp(float64(v - mx))
 	}
-	return float32(float64(logits[id]-mx) - math.Log(sum))
+	return float64(logits[id]-mx) - math.Log(sum)
 }

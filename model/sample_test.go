@@ -99,8 +99,8 @@ func TestLogProb(t *testing.T) {
 	l := []float32{1, 2, 3}
 	z := math.Log(math.Exp(1) + math.Exp(2) + math.Exp(3))
 	for i := range l {
-		if got, want := float64(logProb(l, int32(i))), float64(l[i])-z; math.Abs(got-want) > 1e-6 {
-			t.Errorf("logProb(%d) = %v, want %v", i, got, want)
+		if got, want := Logprob(l, int32(i)), float64(l[i])-z; math.Abs(got-want) > 1e-6 {
+			t.Errorf("Logprob(%d) = %v, want %v", i, got, want)
 		}
 	}
 }
@@ -113,7 +113,7 @@ func TestSamplerSeed(t *testing.T) {
 		s := newSampler(o)
 		var out []int32
 		for range 50 {
-			out = append(out, s.sample(logits, out))
+			out = append(out, s.Sample(logits, out))
 		}
 		return out
 	}
@@ -150,7 +150,7 @@ func BenchmarkSample(b *testing.B) {
 	s := newSampler(GenerateOptions{Temperature: 0.8, TopK: 40, TopP: 0.95, MinP: 0.05, Seed: 1})
 	b.ReportAllocs()
 	for b.Loop() {
-		s.sample(logits, nil)
+		s.Sample(logits, nil)
 	}
 }
 

@@ -45,13 +45,9 @@ func TestTinycode(t *testing.T) {
 			if err := json.Unmarshal(b, &ref); err != nil {
 				t.Fatal(err)
 			}
-			m, err := Load(context.Background(), dir, Options{Threads: 2})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
+			m := open(t, dir, Options{Threads: 2}, SessionOptions{})
 			for tensor, s := range ref.DequantSamples {
-				w := hostWeight(t, m, strings.TrimSuffix(tensor, ".weight"))
+				w := hostWeight(t, m.m, strings.TrimSuffix(tensor, ".weight"))
 				row := make([]float32, w.K)
 				w.Row(row, s.Row)
 				if !slices.Equal(row[:len(s.First)], s.First) {

@@ -9,7 +9,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"text/tabwriter"
 
@@ -32,12 +31,7 @@ func runSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	b, err := kernels.Open(*backend, 0)
-	if *backend == "auto" {
-		if b, err = kernels.Open("metal", 0); err != nil {
-			b, err = kernels.Open("cpu", 0)
-		}
-	}
+	b, reason, err := kernels.Choose(*backend, 0, 0)
 	if err != nil {
 		fmt.Fprintln(stderr, "run selftest:", err)
 		return 1
@@ -46,11 +40,7 @@ func runSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	ref := kernels.NewCPU(0)
 	defer ref.Close()
 
-	version := "(devel)"
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		version = bi.Main.Version
-	}
-	fmt.Fprintf(stdout, "ingot selftest\nversion: %s\ngo: %s %s/%s\nbackend: %s\n\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH, b.Name())
+	fmt.Fprintf(stdout, "ingot selftest\nversion: %s\ngo: %s %s/%s\nbackend: %s (%s)\n\n", versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH, b.Name(), reason)
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "op\tcase\tmax-abs\tnmse\tresult")
 	failed := 0
@@ -328,12 +318,16 @@ func selftestModel(ctx context.Context, b, ref kernels.Backend) (ids, refIDs []i
 	}
 	prompt := []int32{4094, 1038, 2116, 1003, 77, 11} // "def fib(n):"-like ids of the demo tokenizer
 	gen := func(be kernels.Backend) ([]int32, error) {
-		m, err := model.Load(ctx, dir, model.Options{Backend: be, Context: 64})
+		m, err := model.Load(ctx, dir, model.Options{Backend: be})
 		if err != nil {
 			return nil, err
 		}
 		defer m.Close()
-		r, err := m.Generate(ctx, prompt, model.GenerateOptions{MaxTokens: 16, IgnoreEOS: true}, nil)
+		s, err := m.NewSession(model.SessionOptions{Context: 64})
+		if err != nil {
+			return nil, err
+		}
+		r, err := s.Generate(ctx, prompt, model.GenerateOptions{MaxTokens: 16, IgnoreEOS: true}, nil)
 		if err != nil {
 			return nil, err
 		}

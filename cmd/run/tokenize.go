@@ -55,7 +55,7 @@ func runTokenize(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	tk, err := loadTokenizer(*modelDir, *tokFile)
 	if err != nil {
 		fmt.Fprintln(stderr, "run tokenize:", err)
-		return usageError(stderr, err)
+		return sourceExit(err)
 	}
 	if *decode != "" {
 		if len(pos) > 0 || *useStdin {
@@ -193,7 +193,7 @@ func runChatTemplate(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 	tpl, err := loadChatTemplate(*modelDir, *cfgFile)
 	if err != nil {
 		fmt.Fprintln(stderr, "run chat-template:", err)
-		return usageError(stderr, err)
+		return sourceExit(err)
 	}
 	out, err := tpl.Render(msgs, opts)
 	if err != nil {
@@ -215,7 +215,9 @@ func runChatTemplate(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 // errNeedSource is returned when neither or both of -model and the file flag are given.
 var errNeedSource = errors.New("pass exactly one of -model DIR and the file flag")
 
-func usageError(stderr io.Writer, err error) int {
+// sourceExit is the exit status of a failure to find the tokenizer: 2 for a
+// missing or doubled source flag.
+func sourceExit(err error) int {
 	if errors.Is(err, errNeedSource) {
 		return 2
 	}

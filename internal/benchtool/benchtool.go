@@ -166,7 +166,7 @@ func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int
 		return err
 	}
 	defer b.Close()
-	o := model.Options{Backend: b, Context: ctxLen, Batch: maxPP, KV: kvt}
+	o := model.Options{Backend: b}
 	progress(stderr, "loading %s", nameOf(dir, shape))
 	var m *model.Model
 	if dir != "" {
@@ -181,6 +181,10 @@ func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int
 		return err
 	}
 	defer m.Close()
+	sess, err := m.NewSession(model.SessionOptions{Context: ctxLen, Batch: maxPP, KV: kvt})
+	if err != nil {
+		return err
+	}
 	if dir != "" && !dt.Quantized() {
 		dtype = m.Config.DType + m.Config.TorchDType // as stored
 	}
@@ -204,10 +208,10 @@ func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int
 		for i := range tokens {
 			tokens[i] = int32(rng.IntN(m.Config.VocabSize))
 		}
-		m.Truncate(0)
+		sess.Truncate(0)
 		if t.depth > 0 {
 			progress(stderr, "%s %s: %s: a context of %d tokens", nameOf(dir, shape), dtype, t.name, t.depth)
-			if _, err := m.Forward(ctx, tokens[:t.depth]); err != nil {
+			if _, err := sess.Forward(ctx, tokens[:t.depth]); err != nil {
 				return err
 			}
 		}
@@ -226,7 +230,7 @@ func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int
 		bw := median(sample(probe, 3, nil))
 		for r := -1; r < reps; r++ { // r = -1 is a warm-up
 			progress(stderr, "%s %s: %s rep %d/%d", nameOf(dir, shape), dtype, t.name, max(r+1, 0), reps)
-			m.Truncate(t.depth) // the context stays cached
+			sess.Truncate(t.depth) // the context stays cached
 			var secs float64
 			for i := 0; i < len(tokens); {
 				if err := ctx.Err(); err != nil {
@@ -239,10 +243,10 @@ func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int
 				}
 				start := time.Now()
 				if t.prefill {
-					_, err = m.Forward(ctx, tokens)
+					_, err = sess.Forward(ctx, tokens)
 				} else {
 					for _, tok := range tokens[i : i+n] {
-						if _, err = m.Forward(ctx, []int32{tok}); err != nil {
+						if _, err = sess.Forward(ctx, []int32{tok}); err != nil {
 							break
 						}
 					}

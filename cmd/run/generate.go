@@ -1,0 +1,350 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/ingot-llm/ingot"
+	"github.com/ingot-llm/ingot/kernels"
+)
+
+// genFlags are the flags of the default (generate) command.
+type genFlags struct {
+	model, prompt, promptIDs, backend string
+	quant, kv                         string
+	n, topK, threads, ctxLen          int
+	temp, topP, minP, repeatPenalty   float64
+	seed                              uint64
+	ignoreEOS, jsonOut, chat, verbose bool
+	noEcho, version                   bool
+	stops                             multiFlag
+	set                               map[string]bool // the flags given on the command line
+}
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(s string) error { *m = append(*m, s); return nil }
+
+func parseGenFlags(args []string, stderr io.Writer) (*genFlags, error) {
+	f := &genFlags{set: map[string]bool{}}
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are reported once, by run
+	fs.StringVar(&f.model, "model", "", "model directory (config.json, *.safetensors, tokenizer.json); default: the built-in tinycode-llama demo")
+	fs.StringVar(&f.prompt, "prompt", "", "prompt text (encoded with the model's tokenizer, BOS added); echoed before the completion")
+	fs.StringVar(&f.promptIDs, "prompt-ids", "", "comma-separated prompt token ids (replaces -prompt)")
+	fs.IntVar(&f.n, "n", 256, "maximum tokens to generate (0: until EOS or the context is full)")
+	fs.Float64Var(&f.temp, "temp", 0.8, "sampling temperature (0: greedy)")
+	fs.IntVar(&f.topK, "top-k", 40, "keep the k most likely tokens (0: off)")
+	fs.Float64Var(&f.topP, "top-p", 0.95, "nucleus sampling mass in [0, 1] (1: off)")
+	fs.Float64Var(&f.minP, "min-p", 0.05, "drop tokens below this fraction of the top probability, in [0, 1] (0: off)")
+	fs.Float64Var(&f.repeatPenalty, "repeat-penalty", 1, "penalty > 0 for the last 64 tokens (1: off)")
+	fs.Uint64Var(&f.seed, "seed", 0, "random seed (0: from the clock)")
+	fs.StringVar(&f.backend, "backend", "auto", "compute backend: auto (metal on Apple silicon when the model fits, else cpu), cpu, metal, or metal-emu (the MSL interpreter: slow, for developers; needs clang ≥ 16)")
+	fs.StringVar(&f.quant, "quant", "", "quantize f32/f16/bf16 weights on load: q4 or q8 (MLX affine, group 64)")
+	fs.IntVar(&f.threads, "threads", 0, fmt.Sprintf("CPU threads, at most %d here (0: all cores)", runtime.NumCPU()))
+	fs.IntVar(&f.ctxLen, "ctx", 0, "context window in tokens (0: min(max_position_embeddings, 4096))")
+	fs.StringVar(&f.kv, "kv", "f32", "KV cache type: f32 (exact) or f16 (half the memory; keys and values rounded to halves)")
+	fs.BoolVar(&f.ignoreEOS, "ignore-eos", false, "keep generating past end-of-sequence tokens")
+	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object at the end instead of streaming")
+	fs.BoolVar(&f.chat, "chat", false, "interactive multi-turn chat using the model's chat template")
+	fs.BoolVar(&f.noEcho, "no-echo", false, "do not print the prompt before the completion")
+	fs.BoolVar(&f.verbose, "v", false, "log details, the backend's reason, memory and per-token device counters to stderr")
+	fs.BoolVar(&f.version, "version", false, "print the version and exit")
+	fs.Var(&f.stops, "stop", "stop before this string (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(fs, stderr)
+			return nil, err
+		}
+		return nil, usageError{err}
+	}
+	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
+	if fs.NArg() > 0 {
+		return nil, usagef("unexpected argument %q (flags come first)", fs.Arg(0))
+	}
+	return f, f.validate(fs)
+}
+
+func usage(fs *flag.FlagSet, w io.Writer) {
+	fmt.Fprint(w, `usage: run [-model DIR] (-prompt TEXT | -prompt-ids 1,2,3 | -chat) [flags]
+       run tokenize (-model DIR | -tokenizer FILE) [-special] [-json] TEXT
+       run chat-template (-model DIR | -tokenizer-config FILE) -messages FILE.json [-add-generation-prompt]
+       run quantize -model DIR -out DIR [-bits 4|8] [-group 64]
+       run bench [-shape NAME | -model DIR] [-dtype q4|q8|bf16|f16|f32] [-test pp512,tg128] [-threads N] [-json]
+       run selftest [-backend auto|metal|metal-emu|cpu]
+       run -version
+
+flags:
+`)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+}
+
+// validate checks every flag's value, naming the flag.
+func (f *genFlags) validate(fs *flag.FlagSet) error {
+	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+	for _, c := range []struct {
+		ok         bool
+		name, want string
+	}{
+		{f.n >= 0, "n", "≥ 0 (0: until EOS or the context is full)"},
+		{finite(f.temp) && f.temp >= 0, "temp", "a number ≥ 0 (0: greedy)"},
+		{f.topK >= 0, "top-k", "≥ 0 (0: off)"},
+		{f.topP >= 0 && f.topP <= 1, "top-p", "in [0, 1] (1: off)"},
+		{f.minP >= 0 && f.minP <= 1, "min-p", "in [0, 1] (0: off)"},
+		{finite(f.repeatPenalty) && f.repeatPenalty > 0, "repeat-penalty", "a number > 0 (1: off)"},
+		{f.threads >= 0 && f.threads <= runtime.NumCPU(), "threads", fmt.Sprintf("in [0, %d] (0: all cores; this machine has %d CPUs)", runtime.NumCPU(), runtime.NumCPU())},
+		{f.ctxLen >= 0, "ctx", "≥ 0 (0: min(max_position_embeddings, 4096))"},
+		{f.kv == "f32" || f.kv == "f16", "kv", "f32 or f16"},
+		{f.quant == "" || f.quant == "q4" || f.quant == "q8", "quant", "q4 or q8"},
+		{f.backend == "auto" || f.backend == "cpu" || f.backend == "metal" || f.backend == "metal-emu", "backend", "auto, cpu, metal or metal-emu"},
+	} {
+		if !c.ok {
+			return usagef("-%s %s: want %s", c.name, fs.Lookup(c.name).Value, c.want)
+		}
+	}
+	for i, s := range f.stops {
+		if s == "" {
+			return usagef("-stop: stop string %d is empty", i+1)
+		}
+	}
+	switch {
+	case f.version:
+	case f.prompt != "" && f.promptIDs != "":
+		return usagef("pass -prompt or -prompt-ids, not both")
+	case f.chat && (f.prompt != "" || f.promptIDs != ""):
+		return usagef("-chat reads its turns from stdin: drop -prompt / -prompt-ids")
+	case f.chat && f.jsonOut:
+		return usagef("-json is for one completion, not -chat")
+	case f.prompt == "" && f.promptIDs == "" && !f.chat:
+		return usagef("nothing to do: pass -prompt TEXT, -prompt-ids 1,2,3 or -chat")
+	}
+	if f.promptIDs != "" {
+		if _, err := parseIDs(f.promptIDs); err != nil {
+			return usageError{err}
+		}
+	}
+	return nil
+}
+
+// demoDefaults sets the sampling the built-in demo runs with, for the flags
+// not given: a 4M-parameter model at llama.cpp's defaults (temperature 0.8)
+// soon loops on one line; cooler and with a repeat penalty it writes
+// plausible Python.
+func (f *genFlags) demoDefaults() {
+	if !f.set["temp"] {
+		f.temp = 0.3
+	}
+	if !f.set["repeat-penalty"] {
+		f.repeatPenalty = 1.15
+	}
+	if !f.set["n"] {
+		f.n = 96
+	}
+}
+
+func (f *genFlags) sampling() ingot.Sampling {
+	return ingot.Sampling{
+		MaxTokens: f.n, Temperature: float32(f.temp), TopK: f.topK, TopP: float32(f.topP),
+		MinP: float32(f.minP), RepeatPenalty: float32(f.repeatPenalty), Seed: f.seed, IgnoreEOS: f.ignoreEOS,
+		Stop: f.stops, Logprobs: f.jsonOut,
+	}
+}
+
+func generate(args []string, stdin io.Reader, stdout, stderr io.Writer, intr <-chan os.Signal) error {
+	f, err := parseGenFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	if f.version {
+		fmt.Fprintln(stdout, "ingot", versionString())
+		return nil
+	}
+	level := slog.LevelWarn
+	if f.verbose {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	slog.SetDefault(logger)
+	if f.model == "" {
+		fmt.Fprintln(stderr, "No -model given: running the built-in demo, tinycode-llama, a 4M-parameter model trained on Python source\n"+
+			"(it continues code; it does not chat). To run a real model, download one and pass its directory, e.g.\n"+
+			"  huggingface-cli download mlx-community/Llama-3.2-1B-Instruct-4bit --local-dir Llama-3.2-1B-Instruct-4bit\n"+
+			"  run -model Llama-3.2-1B-Instruct-4bit -chat")
+		f.demoDefaults()
+	}
+
+	ctx, stop := cancelOn(intr)
+	m, err := ingot.Load(ctx, f.model, ingot.Options{Backend: f.backend, Threads: f.threads, Quant: f.quant, Logger: logger})
+	interrupted := ctx.Err() != nil
+	stop()
+	if err != nil {
+		if interrupted {
+			return errInterrupted
+		}
+		return err
+	}
+	defer m.Close()
+	raw := m.Raw()
+	name := f.model
+	if name == "" {
+		name = "tinycode-llama (built in)"
+	}
+	fmt.Fprintf(stderr, "loaded %s (%s, %d layers, %.1f MB of weights) on %s in %.2fs\n", name, raw.Config.Arch(),
+		raw.Config.NumLayers, float64(raw.WeightBytes())/1e6, m.Backend(), m.LoadTime().Seconds())
+	s, err := m.NewSession(ingot.SessionOptions{Context: f.ctxLen, KV: f.kv})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if f.verbose {
+		fmt.Fprintf(stderr, "[backend: %s]\n[session: %.1f MB: a %s KV cache of %d tokens (%.1f MB) and activations]\n", m.BackendReason(),
+			float64(s.MemoryBytes())/1e6, f.kv, s.ContextSize(), float64(s.Raw().CacheBytes())/1e6)
+		if st, ok := raw.Backend().(statser); ok {
+			c := st.Stats()
+			fmt.Fprintf(stderr, "[weights: %.2f MB used in place from the mapped files, %.2f MB copied to the device]\n",
+				float64(c.MappedBytes)/1e6, float64(c.CopiedBytes)/1e6)
+		}
+	}
+	if f.chat {
+		return chat(m, s, f, stdin, stdout, stderr, intr)
+	}
+
+	var ids []int32
+	if f.promptIDs != "" {
+		ids, _ = parseIDs(f.promptIDs)
+	} else {
+		if m.Tokenizer() == nil {
+			return fmt.Errorf("%s has no tokenizer.json: pass -prompt-ids", f.model)
+		}
+		ids = m.Tokenizer().Encode(f.prompt, true)
+	}
+	if f.prompt != "" && !f.noEcho && !f.jsonOut {
+		io.WriteString(stdout, f.prompt)
+	}
+	var counters func()
+	if st, ok := s.Raw().Backend().(statser); ok && f.verbose {
+		st.ResetStats()
+		n := 0
+		counters = func() {
+			// Counters since the last token: the prefill for the first, one decode step
+			// after. Greedy decoding on a pipelining backend (kernels.Pipeliner) commits
+			// each step one token early: token 1 shows two command buffers, the last none.
+			c := st.Stats()
+			st.ResetStats()
+			fmt.Fprintf(stderr, "[token %d: %d dispatches, %d command buffers, %d CPU waits, %.2f MB of weights read]\n",
+				n, c.Dispatches, c.CommandBuffers, c.Waits, float64(c.WeightBytes)/1e6)
+			n++
+		}
+	}
+	gctx, stop := cancelOn(intr)
+	defer stop()
+	var out []ingot.Token
+	var genErr error
+	for tok, err := range s.GenerateIDs(gctx, ids, f.sampling()) {
+		if err != nil {
+			genErr = err
+			break
+		}
+		out = append(out, tok)
+		if counters != nil {
+			counters()
+		}
+		if !f.jsonOut {
+			if _, err := io.WriteString(stdout, tok.Text); err != nil {
+				return err
+			}
+		}
+	}
+	res := s.Last()
+	cancelled := gctx.Err() != nil && res.Stop == ingot.StopCancelled
+	if genErr != nil && !cancelled {
+		if errors.Is(genErr, ingot.ErrContextFull) {
+			return fmt.Errorf("%w (raise -ctx; the session's window is %d tokens)", genErr, s.ContextSize())
+		}
+		return genErr
+	}
+	if !f.jsonOut {
+		fmt.Fprintln(stdout)
+	}
+	fmt.Fprintf(stderr, "\n%s\n", res)
+	switch {
+	case cancelled:
+		fmt.Fprintln(stderr, "[interrupted]")
+	case res.Stop == ingot.StopContext:
+		fmt.Fprintf(stderr, "[the context window of %d tokens is full: raise -ctx for longer output]\n", s.ContextSize())
+	}
+	if f.jsonOut {
+		if err := writeJSON(stdout, m, ids, out, res); err != nil {
+			return err
+		}
+	}
+	if cancelled {
+		return errInterrupted
+	}
+	return nil
+}
+
+// statser is implemented by GPU backends that count their work (kernels.Metal).
+type statser interface {
+	Stats() kernels.Stats
+	ResetStats()
+}
+
+// jsonResult is the -json output; the field names are a contract.
+type jsonResult struct {
+	PromptIDs []int32    `json:"prompt_ids"`
+	IDs       []int32    `json:"ids"`
+	Text      string     `json:"text"`
+	Logprobs  []float32  `json:"logprobs"`
+	Stop      ingot.Stop `json:"stop"`
+	Timings   struct {
+		LoadS        float64 `json:"load_s"`
+		PromptTokens int     `json:"prompt_tokens"`
+		PromptTokS   float64 `json:"prompt_tok_s"`
+		GenTokens    int     `json:"gen_tokens"`
+		GenTokS      float64 `json:"gen_tok_s"`
+	} `json:"timings"`
+}
+
+func writeJSON(w io.Writer, m *ingot.Model, prompt []int32, toks []ingot.Token, res ingot.Result) error {
+	out := jsonResult{PromptIDs: prompt, IDs: []int32{}, Logprobs: []float32{}, Text: res.Text, Stop: res.Stop}
+	for _, t := range toks {
+		out.IDs = append(out.IDs, t.ID)
+		out.Logprobs = append(out.Logprobs, t.Logprob)
+	}
+	out.Timings.LoadS = m.LoadTime().Seconds()
+	out.Timings.PromptTokens = res.PromptTokens
+	out.Timings.PromptTokS = res.PromptTokPerSec()
+	out.Timings.GenTokens = len(toks)
+	out.Timings.GenTokS = res.DecodeTokPerSec()
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(out)
+}
+
+// parseIDs parses "1,2,3" (spaces allowed).
+func parseIDs(s string) ([]int32, error) {
+	var ids []int32
+	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
+		v, err := strconv.ParseInt(f, 10, 32)
+		if err != nil || v < 0 {
+			return nil, fmt.Errorf("-prompt-ids: %q is not a token id", f)
+		}
+		ids = append(ids, int32(v))
+	}
+	if len(ids) == 0 {
+		return nil, errors.New("-prompt-ids: no ids")
+	}
+	return ids, nil
+}
