@@ -1,10 +1,15 @@
 package model
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -100,10 +105,7 @@ func TestQuantizeOnLoad(t *testing.T) {
 		if err := json.Unmarshal(b, &ref); err != nil {
 			t.Fatal(err)
 		}
-		m, err := Load(context.Background(), filepath.Join(refDir, "tinycode-llama"), Options{Threads: 2, Quant: bits})
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := open(t, filepath.Join(refDir, "tinycode-llama"), Options{Threads: 2, Quant: bits}, SessionOptions{})
 		logits, err := m.Forward(context.Background(), ref.Logits.InputIDs)
 		if err != nil {
 			t.Fatal(err)
@@ -111,13 +113,81 @@ func TestQuantizeOnLoad(t *testing.T) {
 		if d := maxAbs(logits, ref.Logits.LogitsLast); d > 1e-3 {
 			t.Errorf("q%d on load: prompt 0 logits max-abs %g from the MLX q%d reference", bits, d, bits)
 		}
-		m.Close()
 	}
 }
 
-// TestQuantizeDir writes a q4 copy of tinycode-llama, checks its tensors equal the
-// reference MLX q4 file's bit for bit, that it loads to the same logits as
-// quantize-on-load, and that a cancelled run leaves nothing behind.
+// TestQuantizeDirTensorsEqualMLX checks what ingot's quantized copy of
+// tinycode-llama has in common with the reference MLX q4/q8 copies (mlx-lm's
+// layout, see ../shared/testdata/ref/README.md): the same tensors (name, dtype,
+// shape and bytes), the same safetensors metadata and the same config.json as
+// JSON. The files themselves are not byte-identical: the safetensors header orders
+// its keys and the tensors' data differently, and config.json formats numbers and
+// orders the "quantization" keys differently.
+func TestQuantizeDirTensorsEqualMLX(t *testing.T) {
+	for _, bits := range []int{4, 8} {
+		t.Run(fmt.Sprintf("bits=%d", bits), func(t *testing.T) {
+			refQ := filepath.Join(refDir, fmt.Sprintf("tinycode-llama-q%d", bits))
+			out := filepath.Join(t.TempDir(), "out")
+			if err := QuantizeDir(context.Background(), filepath.Join(refDir, "tinycode-llama"), out, bits, 64, nil); err != nil {
+				t.Fatal(err)
+			}
+			got, gotMeta := readSafetensorsMeta(t, filepath.Join(out, "model.safetensors"))
+			want, wantMeta := readSafetensorsMeta(t, filepath.Join(refQ, "model.safetensors"))
+			for _, name := range slices.Sorted(maps.Keys(want)) {
+				g, w := got[name], want[name]
+				switch {
+				case g == nil:
+					t.Errorf("%s: missing (reference: %s %v)", name, w.DType, w.Shape)
+				case g.DType != w.DType || !slices.Equal(g.Shape, w.Shape):
+					t.Errorf("%s: %s %v, reference %s %v", name, g.DType, g.Shape, w.DType, w.Shape)
+				case !bytes.Equal(g.Data, w.Data):
+					t.Errorf("%s: bytes differ from the reference's", name)
+				}
+			}
+			for name := range got {
+				if want[name] == nil {
+					t.Errorf("%s: extra tensor, not in the reference file", name)
+				}
+			}
+			if !maps.Equal(gotMeta, wantMeta) {
+				t.Errorf("safetensors metadata %v, reference %v", gotMeta, wantMeta)
+			}
+			if g, w := readJSON(t, filepath.Join(out, "config.json")), readJSON(t, filepath.Join(refQ, "config.json")); !reflect.DeepEqual(g, w) {
+				t.Errorf("config.json differs from the reference's as JSON:\n%v\nwant\n%v", g, w)
+			}
+		})
+	}
+}
+
+func readSafetensorsMeta(t *testing.T, path string) (map[string]*stTensor, map[string]string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, meta, err := parseSafetensors(path, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ts, meta
+}
+
+func readJSON(t *testing.T, path string) any {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return v
+}
+
+// TestQuantizeDir writes a q4 copy of tinycode-llama and checks that it carries the
+// tokenizer files, loads to the same logits as quantize-on-load, and that
+// QuantizeDir refuses to overwrite it.
 func TestQuantizeDir(t *testing.T) {
 	src := filepath.Join(refDir, "tinycode-llama")
 	out := filepath.Join(t.TempDir(), "tiny-q4")
@@ -128,31 +198,16 @@ func TestQuantizeDir(t *testing.T) {
 	if last != 0 {
 		t.Errorf("progress ended %d bytes short of the total", last)
 	}
-	got := readSafetensors(t, filepath.Join(out, "model.safetensors"))
-	want := readSafetensors(t, filepath.Join(refDir, "tinycode-llama-q4", "model.safetensors"))
-	if len(got) != len(want) {
-		t.Errorf("%d tensors, reference has %d", len(got), len(want))
-	}
-	for name, w := range want {
-		if g, ok := got[name]; !ok || g.DType != w.DType || !slices.Equal(g.Shape, w.Shape) || !slices.Equal(g.Data, w.Data) {
-			t.Errorf("tensor %s differs from the reference q4 file", name)
-		}
-	}
 	for _, f := range []string{"tokenizer.json", "tokenizer_config.json", "generation_config.json"} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Errorf("%s not copied: %v", f, err)
 		}
 	}
-	a, err := Load(context.Background(), out, Options{Threads: 1})
-	if err != nil {
-		t.Fatal(err)
+	if _, err := os.Stat(filepath.Join(out, quantTempMarker)); err == nil {
+		t.Errorf("%s left in the output", quantTempMarker)
 	}
-	defer a.Close()
-	b, err := Load(context.Background(), src, Options{Threads: 1, Quant: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a := open(t, out, Options{Threads: 1}, SessionOptions{})
+	b := open(t, src, Options{Threads: 1, Quant: 4}, SessionOptions{})
 	ids := []int32{4094, 1, 2, 3, 4, 5}
 	la, _ := a.Forward(context.Background(), ids)
 	la = slices.Clone(la)
@@ -163,13 +218,38 @@ func TestQuantizeDir(t *testing.T) {
 	if err := QuantizeDir(context.Background(), src, out, 4, 64, nil); err == nil {
 		t.Error("quantizing onto an existing directory succeeded")
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	parent := t.TempDir()
-	if err := QuantizeDir(ctx, src, filepath.Join(parent, "x"), 8, 64, nil); err == nil {
-		t.Error("cancelled quantize succeeded")
-	}
-	if left, _ := os.ReadDir(parent); len(left) != 0 {
-		t.Errorf("cancelled quantize left %v", left)
+}
+
+// TestQuantizeDirCancel cancels QuantizeDir before it starts and again after its
+// first tensor is written: both runs return the context's error and leave nothing
+// beside the output path.
+func TestQuantizeDirCancel(t *testing.T) {
+	src := filepath.Join(refDir, "tinycode-llama")
+	for _, when := range []string{"before", "mid-write"} {
+		t.Run(when, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if when == "before" {
+				cancel()
+			}
+			var tmpSeen bool
+			parent := t.TempDir()
+			err := QuantizeDir(ctx, src, filepath.Join(parent, "x"), 8, 64, func(done, total int64) {
+				if ctx.Err() == nil {
+					m, _ := filepath.Glob(filepath.Join(parent, ".x.tmp-*", "model.safetensors"))
+					tmpSeen = len(m) == 1
+					cancel()
+				}
+			})
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("cancelled quantize returned %v, want context.Canceled", err)
+			}
+			if when == "mid-write" && !tmpSeen {
+				t.Error("no partial model.safetensors in a temporary directory when the run was cancelled")
+			}
+			if left, _ := os.ReadDir(parent); len(left) != 0 {
+				t.Errorf("cancelled quantize left %v", left)
+			}
+		})
 	}
 }
