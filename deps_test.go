@@ -1,6 +1,10 @@
 package ingot
 
 import (
+	"go/parser"
+	"go/token"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/ingot-llm/ingot/internal/deptest"
@@ -31,6 +35,20 @@ func TestDependencyDirection(t *testing.T) {
 		mod + "kernels": "kernels/cpu is slice loops; kernels adapts it",
 		mod + "metal":   "kernels/cpu runs everywhere",
 	})
+}
+
+// TestExamplesPublic: the runnable examples import only what a user can, so
+// they can be copied as they are.
+func TestExamplesPublic(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "example_test.go", nil, parser.ImportsOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, im := range f.Imports {
+		if p, _ := strconv.Unquote(im.Path.Value); strings.Contains(p, "/internal/") {
+			t.Errorf("example_test.go imports %s", p)
+		}
+	}
 }
 
 // TestNoCgo fails if any package of the module, on any target we ship, imports "C".

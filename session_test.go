@@ -1,9 +1,11 @@
 package ingot_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"iter"
+	"log/slog"
 	"math"
 	"path/filepath"
 	"slices"
@@ -389,5 +391,22 @@ func TestBackendReason(t *testing.T) {
 	m := load(t, "", ingot.Options{})
 	if m.Backend() == "" || !strings.HasPrefix(m.BackendReason(), strings.SplitN(m.Backend(), ":", 2)[0]+":") {
 		t.Errorf("backend %q, reason %q", m.Backend(), m.BackendReason())
+	}
+}
+
+// TestLoggerLocal: Load logs through Options.Logger only, never through the
+// embedding program's global slog logger; with no Logger it is silent.
+func TestLoggerLocal(t *testing.T) {
+	var global, local bytes.Buffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&global, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	defer slog.SetDefault(old)
+	load(t, "", ingot.Options{Threads: 1})
+	load(t, "", ingot.Options{Threads: 1, Logger: slog.New(slog.NewTextHandler(&local, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if global.Len() != 0 {
+		t.Errorf("Load wrote to the global logger:\n%s", global.String())
+	}
+	if !strings.Contains(local.String(), "model loaded") {
+		t.Errorf("Options.Logger got %q", local.String())
 	}
 }
