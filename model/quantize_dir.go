@@ -310,11 +310,10 @@ func writeShard(ctx context.Context, path string, sh []planned, progress func(in
 			progress(e.size)
 			continue
 		}
-		x, err := toF32(e.src)
+		codes, scales, biases, err := quantizeTensor(ctx, e.src, e.bits, e.group)
 		if err != nil {
 			return err
 		}
-		codes, scales, biases := quantizeRows(x, e.src.Shape[0], e.src.Shape[1], e.bits, e.group)
 		for _, b := range [][]byte{bytesOf(codes), u16Bytes(scales), u16Bytes(biases)} {
 			if _, err := w.Write(b); err != nil {
 				return fmt.Errorf("model: quantize: %w", err)
@@ -327,6 +326,35 @@ func writeShard(ctx context.Context, path string, sh []planned, progress func(in
 		return fmt.Errorf("model: quantize: %w", err)
 	}
 	return f.Close()
+}
+
+// quantizeBlock is how many rows quantizeTensor converts and quantizes at a time.
+const quantizeBlock = 256
+
+// quantizeTensor quantizes a (rows, cols) float tensor with quantizeRows, a block
+// of rows at a time, and checks ctx between blocks: a cancelled run stops within
+// milliseconds even inside a large matrix (an 8B model's embedding alone takes
+// seconds), and only one block is held as float32.
+func quantizeTensor(ctx context.Context, st *stTensor, bits, group int) (codes []uint32, scales, biases []uint16, err error) {
+	rows, cols := st.Shape[0], st.Shape[1]
+	codes = make([]uint32, 0, rows*cols*bits/32)
+	scales = make([]uint16, 0, rows*(cols/group))
+	biases = make([]uint16, 0, rows*(cols/group))
+	for r := 0; r < rows; r += quantizeBlock {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, nil, err
+		}
+		n := min(quantizeBlock, rows-r)
+		rowBytes := len(st.Data) / rows
+		block := &stTensor{Name: st.Name, DType: st.DType, Shape: []int{n, cols}, Data: st.Data[r*rowBytes : (r+n)*rowBytes], File: st.File}
+		x, err := toF32(block)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		c, s, b := quantizeRows(x, n, cols, bits, group)
+		codes, scales, biases = append(codes, c...), append(scales, s...), append(biases, b...)
+	}
+	return codes, scales, biases, nil
 }
 
 func u16Bytes(x []uint16) []byte {

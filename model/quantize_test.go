@@ -253,3 +253,30 @@ func TestQuantizeDirCancel(t *testing.T) {
 		})
 	}
 }
+
+// TestQuantizeTensorCancel cancels the context while one large matrix is being
+// quantized: quantizeTensor must stop before the matrix is done.
+func TestQuantizeTensorCancel(t *testing.T) {
+	const rows, cols = 4 * quantizeBlock, 64
+	st := &stTensor{Name: "w.weight", DType: "BF16", Shape: []int{rows, cols}, Data: make([]byte, rows*cols*2)}
+	ctx := &cancelAfter{Context: context.Background(), n: 2}
+	if _, _, _, err := quantizeTensor(ctx, st, 4, 64); !errors.Is(err, context.Canceled) {
+		t.Errorf("quantizeTensor with the context cancelled after its first block returned %v, want context.Canceled", err)
+	}
+	if _, _, _, err := quantizeTensor(context.Background(), st, 4, 64); err != nil {
+		t.Error(err)
+	}
+}
+
+// cancelAfter is a context whose Err reports context.Canceled from its nth call on.
+type cancelAfter struct {
+	context.Context
+	n int
+}
+
+func (c *cancelAfter) Err() error {
+	if c.n--; c.n <= 0 {
+		return context.Canceled
+	}
+	return nil
+}
