@@ -45,7 +45,7 @@ func runQuantize(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fmt.Fprintln(stderr)
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		fmt.Fprintf(stderr, "run quantize: interrupted; %s not written, partial files removed\n", *dst)
-		return 1
+		return exitInterrupted
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "run quantize:", err)

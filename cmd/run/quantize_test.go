@@ -76,8 +76,8 @@ func TestQuantizeSignals(t *testing.T) {
 		cmd.Process.Signal(syscall.SIGCONT)
 		rest, _ := readAll(stderr)
 		err := cmd.Wait()
-		if code := cmd.ProcessState.ExitCode(); code == 0 || code == -1 {
-			t.Errorf("run quantize after SIGTERM: %v, want a non-zero exit status\n%s", err, rest)
+		if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
+			t.Errorf("run quantize after SIGTERM: %v, want exit status 130\n%s", err, rest)
 		}
 		if !strings.Contains(rest, "interrupted") {
 			t.Errorf("stderr does not say the run was interrupted:\n%s", rest)
