@@ -448,7 +448,7 @@ func lexBase(name, src string) []token {
 // saying what to install.
 func Available() error {
 	if !supported {
-		return ErrUnsupported
+		return unsupported()
 	}
 	_, err := findClang("")
 	return err

@@ -22,6 +22,9 @@ import (
 
 const supported = true
 
+// unsupported is Available's error where the interpreter cannot run: never, here.
+func unsupported() error { return nil }
+
 var _ metal.Device = (*Device)(nil)
 
 // launchArgs mirrors struct launch_args in rt/runtime.c.

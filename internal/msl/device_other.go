@@ -3,7 +3,7 @@
 package msl
 
 import (
-	"errors"
+	"fmt"
 	"runtime"
 
 	"github.com/ingot-llm/ingot/metal"
@@ -11,13 +11,15 @@ import (
 
 const supported = false
 
-// On linux/amd64 and linux/arm64 this file is built only under -tags nogpu,
-// the CPU-only static build that leaves out purego and so the interpreter's
-// loader. ErrUnsupported then says that, not that the platform cannot run it.
-func init() {
+// unsupported is the error of Open and Available here. On linux/amd64 and
+// linux/arm64 this file is built only under -tags nogpu, the CPU-only static
+// build that leaves out purego and so the interpreter's loader: the error
+// says that, not that the platform cannot run it.
+func unsupported() error {
 	if runtime.GOOS == "linux" && (runtime.GOARCH == "amd64" || runtime.GOARCH == "arm64") {
-		ErrUnsupported = errors.New("msl: interpreter not in this build (built with -tags nogpu, CPU only; use the default linux build for metal-emu)")
+		return fmt.Errorf("%w: not in this build (built with -tags nogpu, CPU only; use the default linux build for metal-emu)", ErrUnsupported)
 	}
+	return ErrUnsupported
 }
 
 var _ metal.Device = (*Device)(nil)
@@ -27,7 +29,7 @@ var _ metal.Device = (*Device)(nil)
 type Device struct{}
 
 // Open returns [ErrUnsupported] on this platform or build.
-func Open(files []File, opts Options) (*Device, error) { return nil, ErrUnsupported }
+func Open(files []File, opts Options) (*Device, error) { return nil, unsupported() }
 
 func (d *Device) Name() string                                { return "msl-interpreter" }
 func (d *Device) Kernels() []string                           { return nil }
