@@ -116,8 +116,8 @@ func (s *Session) release() error {
 	return s.b.Close()
 }
 
-// enter starts a call: it fails if the session is closed or already in a
-// call. exit ends it.
+// enter starts a call: it fails if the session is already in one (a closed
+// session fails at its first step, see lock). exit ends the call.
 func (s *Session) enter() error {
 	if !s.busy.CompareAndSwap(false, true) {
 		return errBusy
