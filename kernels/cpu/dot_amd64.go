@@ -116,11 +116,10 @@ func qMatVecBAsm(dst []float32, q *QMatrix, K, n0 int, a *actB, l int, pf pfArm)
 }
 
 // pfMin is the least distance in bytes the four-row byte-dot kernels prefetch
-// ahead when they do (see dotb_amd64.s and pfTune). Measured on Zen 4 (this
-// VM, a Llama-3.2-1B layer's matrices in order, prefetching forced, A/B
-// alternated, 120–235 rounds above 45 GB/s in each of three runs): 4-bit
-// codes read 1.2–2.0 % faster 9 KB ahead than 18 KB (8 and 10 KB: +1.4 %,
-// 6 and 12 KB: −3 and −1 %); 8-bit codes the same 9 KB or 18 KB ahead.
+// ahead when they do (see dotb_amd64.s and pfTune): 9 KB for 4-bit codes,
+// which read 1–2 % faster than at 18 KB in Zen 4's fast minutes; 18 KB for
+// 8-bit codes, which streamed faster at 18 KB than at 9 when Zen 4's
+// bandwidth burst (docs/perf/cpu.md, "Prefetch distances").
 func pfMin(bits int) int {
 	if bits == 4 {
 		return 9216
@@ -128,11 +127,10 @@ func pfMin(bits int) int {
 	return 18432
 }
 
-// pfL1Ahead is how far ahead pfL1 prefetches. Measured on Zen 5 (a 2-vCPU VM,
-// a Llama-3.2-1B layer's matrices in order, A/B alternated, 50–60 rounds):
-// 4-bit codes read 0.84–0.89 of a 35–39 GB/s probe 8 KB ahead, 0.86–0.90 at
-// 3–6 KB; above 55 GB/s 0.85–0.89 at 8 KB, 0.80–0.84 at 6 KB, 0.74–0.80 at
-// 3–4 KB. 8-bit codes read the same 8, 12 or 16 KB ahead (0.93 above 55 GB/s).
+// pfL1Ahead is how far ahead pfL1 prefetches: on Zen 5, 4-bit codes read
+// 5–15 % more of the fast minutes' bandwidth 8 KB ahead than 3–6 KB ahead,
+// and a point or two less of the slow minutes'; 8-bit codes read the same
+// 8–16 KB ahead (docs/perf/cpu.md, "Prefetch distances").
 const pfL1Ahead = 8192
 
 // fMatVecAVX2 runs the f32/f16/bf16 mat-vec kernels; K not a multiple of 8 takes

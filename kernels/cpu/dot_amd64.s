@@ -28,8 +28,9 @@
 // of xq ([x0 x2 … x1 x3 …], 64 values for groups of 64·m, else 32). Every 32
 // values (in that order) are 64 bytes of xh then 64 bytes of xl.
 
-// PFDIST is how far ahead of the codes the kernels prefetch (into L2: PREFETCHT1
-// measured faster than T0 and NTA on the 1B decode shapes), in bytes.
+// PFDIST is how far ahead of the codes the kernels prefetch, in bytes, into L2
+// (PREFETCHT1: faster than T0 and NTA on the 1B decode shapes; see
+// docs/perf/cpu.md, "Prefetch distances").
 #define PFDIST 8192
 
 

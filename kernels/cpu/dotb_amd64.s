@@ -34,31 +34,22 @@
 // (the caller's distance, at least one block: 4·S1; or 0, which leaves the
 // stream to the hardware prefetchers: see pfTune), and the next block's
 // scales and biases as it starts (left to the hardware prefetcher, their
-// misses cost 10–15 % of decode speed); PFC is what else it prefetches per
-// chunk. Each kernel comes twice: with PREFETCHT1 (into L2) and nothing else,
-// and with PREFETCHT0 (into L1) and PFCUR, which also prefetches the chunk's
-// own lines just before it loads them and those 4 KB ahead. PFB is how far
-// ahead a single row prefetches.
+// misses cost 10–15 % of decode speed on Zen 4); PFC is what else it
+// prefetches per chunk. Each kernel comes twice: with PREFETCHT1 (into L2) and
+// nothing else, and with PREFETCHT0 (into L1) and PFCUR, which also prefetches
+// the chunk's own lines just before it loads them and those 4 KB ahead. PFB is
+// how far ahead a single row prefetches.
 //
-// Measured on Zen 4 over K = 2048…16384: a fixed two blocks ahead costs 5–8 %
-// at K ≥ 8192, a fixed 9 KB as much at K ≥ 14336 (K-slabs have since cut rows
-// past 2048 4-bit or 1024 8-bit codes); with the VM's bandwidth at ~50 GB/s
-// instead of ~32, a 9 KB minimum held q8 mat-vecs at 38 GB/s and 18 KB let
-// them reach 43. Measured on Zen 5 (a 2-vCPU VM, one thread streaming a
-// 148 MB q4 matrix, as fractions of a one-thread read probe): PREFETCHT1 9 KB
-// ahead 0.60–0.71, of the chunk's own lines 0.52–0.61, no prefetch
-// instruction at all 0.23; PREFETCHT0 9 KB ahead 0.73–0.77, and 8 KB ahead
-// with the chunk's own lines too 0.92–0.95. There a loop of 512-bit loads,
-// GFNI and dots alone reads 1.05–1.12, and with six more loads a chunk from
-// L1 (the planes) 0.76: the loads queued behind each line that misses stall
-// the core before enough lines are in flight, and the prefetches keep them
-// coming. Two threads, a Llama-3.2-1B layer's seven matrices in order (6
-// layers and lm_head, A/B alternated, 1500 rounds): PREFETCHT0 8 KB ahead,
-// the chunk's lines and those 4 KB ahead read 0.916 of a ~31 GB/s probe,
-// 0.915 of ~35 and 0.963 of ~52, where without the lines 4 KB ahead they read
-// 0.906, 0.892 and 0.938 (and 0.859 against 0.871 in a 60-round spell at 67
-// GB/s); 8-bit codes 0.997 against 0.959 at ~40 GB/s, 0.831 against 0.836 at
-// 67.
+// The distance is the larger of one block and pfMin (Zen 4): two blocks ahead
+// is too far for long rows, less than one too near for the longest, and pfMin
+// keeps it far enough when the bandwidth bursts. The PREFETCHT0 kernels are
+// for CPUs such as Zen 5, where the loads queued behind each line that misses
+// stall the core before enough lines are in flight: prefetches into L1 keep
+// lines coming and those into L2 do not (there one thread streaming with
+// PREFETCHT1 read 0.60–0.71 of its bandwidth, with PREFETCHT0 and the chunk's
+// own lines 0.92–0.95); the lines 4 KB ahead add 1–2.5 %. Measurements:
+// docs/perf/cpu.md, "Prefetch distances" and "2026-11-23, Zen 5: prefetching
+// into L1 (kept)".
 #define PFB 8192
 #define PFNO
 #define PFCUR \
@@ -85,9 +76,9 @@ GLOBL lane0s<>(SB), RODATA|NOPTR, $16
 // C and H are scratch. The low nibbles stay in C, the high ones go to H by a
 // GF(2) affine map (NIB: GFNI, x >> 4 per byte); ROW4S, for CPUs without GFNI,
 // shifts and masks instead (NIBS).
-// On Zen 4 ROW4S runs 30–33 cycles per four-row chunk from L2 where ROW4 runs
-// 33–35, but over DRAM ROW4 streams faster (lm_head 0.89 vs 0.84 of a probe
-// above 40 GB/s, the same at ~31), so GFNI is taken where present.
+// ROW4S takes fewer cycles a chunk from L2 than ROW4 on Zen 4 but streams
+// DRAM slower, so GFNI is taken where present (docs/perf/cpu.md, "2026-11-22,
+// Zen 4: why q4 stays below 0.80 in the fast minutes").
 // ROW4P and ROW4SP are the same paced (PACE, below), for the PREFETCHT0 kernels.
 #define ROW4(caddr, C, H, AH, AM, AL) \
 	VMOVDQU32.Z caddr, K1, C; \
@@ -139,36 +130,16 @@ GLOBL lane0s<>(SB), RODATA|NOPTR, $16
 // PACE chains two dots of the loaded codes into Z31, which nothing reads: one
 // chain through every row's loads, so while a load waits on memory the ops
 // queued behind it stop the loop from issuing many more loads ahead of it.
-// Measured on Zen 4 (this VM, a decode step's matrices over DRAM, seven
-// interleaved runs, medians): without it the 8-bit kernel, 1.8× faster from
-// L2 than the per-chunk-scale one before it, streamed DRAM slower than that
-// one: 0.75 of the probe's bandwidth where it read 0.77 and with PACE 0.92
-// (a chain of one dot or of one to three IMULs read 0.61–0.76 in the 50 GB/s
-// minutes where PACE read 0.79; 0.83 for three IMULs and 0.85 for PACE once
-// RunChunks gave each thread its own stretch of rows). It costs ~45 % with the weights in L2.
-// The best pace depends on the bandwidth of the moment: a decode step's
-// 8-bit matrices read 0.89 of a ~31 GB/s probe and 0.94 of a ~45 GB/s one
-// with two dots, 0.93 and 0.74 with three, 0.85 and 0.72 with one (the step's
-// ops timed in 24-token windows, 90 per variant, medians). The
-// 4-bit kernels, whose six dots per chunk and row already run at about
-// PACE's pace, do without (there PACE took a quarter of the dots' issue):
-// with each thread on its own stretch of rows (RunChunks) they read 0.82 of
-// 50 GB/s unpaced, 0.79 paced, and the same 0.87–0.88 at ~30 GB/s. Where a
-// row's planes and a block's codes outgrew L1 (K = 8192: Llama-3.2-1B's down
-// projection) they ran paced, which read 0.86–0.87 of a ~31 GB/s probe and
-// 0.78–0.81 of a ~44 GB/s one where unpaced read 0.83 and 0.73 (with two dots
-// fewer per chunk, timing only, 0.51); such rows are now cut into K-slabs
-// that fit L1 (blocked.go), which read faster than either.
-// On Zen 5 (a 2-vCPU VM) the 4-bit PREFETCHT0 kernels gain from PACE when
-// the bandwidth is low and lose when it is high, so they come both ways and
-// pfTune chooses (pfL1, pfL1P). A decode step's mat-vecs in order (the 1B
-// shape, 30 rounds at a ~43 GB/s probe): 0.868 of it unpaced, 0.890 with one
-// dot a row, 0.899 with two (PACE), 0.900 with three; the bench's tg128,
-// binaries alternated: paced 0.912–0.959 of a 38–48 GB/s probe where unpaced
-// read 0.858–0.914, but 0.760–0.849 of 56–73 where unpaced read 0.812–0.869.
-// With both arms to choose from it read 0.90–0.98 at 38–48 GB/s, 0.877 at 56
-// and 0.838 at 65. Fewer dots instead (four a chunk and row, timing only)
-// read 0.869–0.877 where six read 0.849–0.863 (~39–45 GB/s).
+// Unpaced, the 8-bit loop runs so far ahead of its loads that it streams DRAM
+// slower than a loop with more work per code; two dots pace it best over
+// both of Zen 4's bandwidth regimes (one dot, three, or IMULs lose in one or
+// the other). It costs ~45 % with the weights in L2, where nothing waits. The
+// 4-bit kernels' six dots per chunk and row already set about that pace, and
+// PACE takes a quarter of their dots' issue, so they run unpaced, but for
+// pfL1P: on Zen 5 the 4-bit PREFETCHT0 kernels read faster paced when the
+// bandwidth is low and slower when it is high, so they come both ways and
+// pfTune chooses (pfL1, pfL1P). Measurements: docs/perf/cpu.md, "Pacing
+// (PACE)".
 #define PACE(C) \
 	VPDPBUSD Z0, C, Z31; \
 	VPDPBUSD Z1, C, Z31
