@@ -264,11 +264,11 @@ func (c *CPU) RoPE(x *Tensor, pos int, p *RoPE) {
 // share, then the others' leftovers). A decode step (L = 1) runs
 // [cpu.Attn.Decode]: over at least 2·attnPartKeys keys it splits them into
 // parts of at least attnPartKeys, up to two per thread, that the threads
-// claim and [cpu.Attn.Merge] combines (Llama-3.2-1B shape at 1100 keys:
-// 330–390 µs per layer, was 620–720 when each thread took whole heads); over
-// fewer it splits the KV heads, a part per thread, and each part merges its
-// own heads (a tg128's 0–127 keys, Zen 5: 0.26 ms of attention a token where
-// one KV head at a time, the threads claiming heads, took 0.28).
+// claim and [cpu.Attn.Merge] combines (at depth each thread then reads its
+// own stretch of the cache, which takes about half as long as whole heads a
+// thread); over fewer it splits the KV heads, a part per thread, and each
+// part merges its own heads, which beats the threads claiming one KV head at
+// a time (docs/perf/cpu.md, "Decode attention").
 func (c *CPU) Attention(dst, q, k, v *Tensor, pos int, p *AttnParams) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -178,11 +178,8 @@ func (a *Attn) Block(dst, q []float32, k, v KV, g, l0, l1 int, s *AttnScratch) {
 // them while they are in cache (the 1B shape's 128 K and V rows are 512 KB, in
 // a 1 MB L2), and each block's fixed work (a Go loop over the KV heads and
 // their query heads, a kernel call per pass) is shared by four times the
-// keys of 32-key blocks. Measured on Zen 4, the 1B shape, 2 threads over 16
-// layers' caches, interleaved runs, medians per layer: 300 keys 64.2 µs vs
-// 69.0 for 32-key blocks and 73.8 for 256, 1100 keys 328 vs 334 and 331,
-// 3000 keys 785 vs 803 and 807; one thread over 256 keys in cache 174 vs 212
-// ns a key.
+// keys of 32-key blocks. On Zen 4 128 keys ran faster than 32 or 256 at every
+// depth (docs/perf/cpu.md, "Decode attention").
 const attnDecodeKeys = 128
 
 // AttnParts holds the parts of a split decode step (see [Attn.Decode]): per
@@ -206,12 +203,11 @@ func (p *AttnParts) Reset(a *Attn, n int) {
 // few they split the KV heads, so no part needs merging with another (each
 // thread reads its heads' contiguous stretch of every row). The query heads
 // of a KV head share each read of a K row's slice and of a V row's, four at a
-// time (attnScores4, attnTile).
-// Sharing the K reads too took a decode step's attention over 1024 cached
-// positions from 4.5–5.1 to 3.9–4.3 ms per token (the 1B shape, 2 threads,
-// Zen 4; one thread over 256 keys in L2: 256 to 163 ns a key). The result
-// is those heads' entries of part i of ps (see [AttnParts]); [Attn.Merge]
-// combines the parts. q (Heads·HeadDim); s's scores grow to attnDecodeKeys.
+// time (attnScores4, attnTile), so each slice is loaded once per KV head
+// rather than once per query head (docs/perf/cpu.md, "Decode attention"). The
+// result is those heads' entries of part i of ps (see [AttnParts]);
+// [Attn.Merge] combines the parts. q (Heads·HeadDim); s's scores grow to
+// attnDecodeKeys.
 func (a *Attn) Decode(ps *AttnParts, i int, q []float32, k, v KV, lo, hi, g0, g1 int, s *AttnScratch) {
 	if g0 >= g1 {
 		return
@@ -238,13 +234,12 @@ func (a *Attn) Decode(ps *AttnParts, i int, q []float32, k, v KV, lo, hi, g0, g1
 		// Read the block's K and V rows once in order first. The passes
 		// below read a KV head's slice of each row, 2 KB apart (a row holds
 		// every KV head), which the prefetchers follow badly; read in order,
-		// the block comes into L2 at stream speed. Measured on Zen 4, the 1B
-		// shape over 16 layers' caches (past the LLC), 2 threads: 300, 600,
-		// 1100, 3000 keys 107, 210, 300–380, 1150 µs per layer, where the
-		// passes alone took 140, 277, 410–490, 1310.
-		// An f16 block is read so too, then widened from L2: widened
-		// straight from DRAM, its stores held back the loads (one thread,
-		// 4096 keys: 300–305 ns a key instead of 250).
+		// the block comes into L2 at stream speed (on Zen 4 a layer's
+		// attention past the LLC took 12–24 % less: docs/perf/cpu.md,
+		// "Decode attention"). An f16 block is read so too, then widened
+		// from L2: widened straight from DRAM, its stores hold back the
+		// loads (~20 % slower; docs/perf/cpu.md, "2026-11-22, Zen 4: the
+		// f16 KV cache").
 		if k.F16 == nil {
 			s.sink += readRows(k.F32, j0, nk, ks, c0, w) + readRows(v.F32, j0, nk, ks, c0, w)
 		} else {

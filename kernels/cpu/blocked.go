@@ -11,8 +11,8 @@ import (
 // mat-vec one sequential read whose integer sums run over whole groups. The
 // byte-dot kernels run four rows at a time, and in row-major order those are
 // four code streams a row apart plus their scales and biases elsewhere;
-// interleaved here they are one stream, which the prefetchers follow (decode
-// measured ~10 % faster on Zen 4).
+// interleaved here they are one stream, which the prefetchers follow better
+// (docs/perf/cpu.md, "Blocked layout").
 //
 // A kernel's 512-bit load of codes is a chunk: sixteen 32-bit lanes, each one
 // word of a row (8 4-bit or 4 8-bit codes). The lanes of a chunk are sixteen
@@ -42,14 +42,12 @@ import (
 // [k0, k0+kw) of every row, whole stripes (the last slab the rest), stored as
 // the blocked layout of an N × kw matrix; the slabs follow one another. A
 // mat-vec runs each slab as a matrix of its own, the threads on different
-// slabs, and adds the slabs' outputs in order. Measured on Zen 4 (this VM, a
-// Llama-3.2-1B layer's seven matrices in order over DRAM, A/B alternated,
-// 57–178 samples per regime): the down projection (K = 8192) as four slabs
-// read 0.78–0.79 of a 42–55 GB/s probe where as one row it read 0.66–0.67
-// (paced, as it had to be: see PACE in dotb_amd64.s), and the sequence ran
-// 2–3 % faster; at ~30 GB/s both read 0.85–0.87. Slabs of 1024 or 4096
-// columns read down at 0.76 and 0.71 there; for 8-bit codes slabs read the
-// same as one row, within 1 %.
+// slabs, and adds the slabs' outputs in order. Slabs of 2048 4-bit codes
+// (slabWidth) read Llama-3.2-1B's down projection (K = 8192) faster than one
+// row, or than slabs of other widths, in Zen 4's fast minutes, and as fast at
+// its usual bandwidth; 8-bit codes, in slabs of 1024, read about as fast
+// either way (docs/perf/cpu.md, "2026-11-23, Zen 4: K-slabs for down
+// (kept)").
 
 // The element types of a blocked layout's scales and biases.
 const (
@@ -173,9 +171,9 @@ func (q *QMatrix) blockSlab(out []byte, N, K, k0, kw int) {
 			r = 1
 		}
 		blk := out[n0*S1 : (n0+r)*S1]
-		// the block's codes as words, written in order (see blockedWord;
-		// in unblock's group order, with strided stores, the synthetic 1B
-		// model loaded in 2.1–2.2 s, not 1.3–1.7)
+		// the block's codes as words, written in order (see blockedWord):
+		// unblock's group order, with strided stores, loads a model markedly
+		// slower (docs/perf/cpu.md, "Blocked layout")
 		dst := blockWords(blk)
 		o := 0
 		for s0 := 0; s0 < G; s0 += 16 {

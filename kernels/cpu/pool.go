@@ -92,8 +92,8 @@ func NewPool(threads int) *Pool {
 // spinFor is how long a worker polls for its next job before it blocks. A
 // decode step is a hundred short mat-vecs with a few microseconds of serial
 // work between them; a worker that blocks there is woken by the OS tens of
-// microseconds late and the caller does most of each mat-vec alone (measured:
-// 76 % of the rows, and 27–30 tok/s instead of 33–38 for q4 1B on 2 threads).
+// microseconds late and the caller does most of each mat-vec alone
+// (docs/perf/cpu.md, "Pool spinning").
 const spinFor = time.Millisecond
 
 // next returns a worker's next job, polling the queue for spinFor (yielding
@@ -150,9 +150,9 @@ func (p *Pool) Run(n, grain int, t Task) {
 // share of [0, n) and runs it front to back in pieces that shrink as it ends;
 // one done with its share takes pieces from the back of what is left of the
 // others', half of it at a time. So each thread reads one stream of memory
-// until the shares meet (measured on Zen 4, decode mat-vecs of 1–2 MB in
-// the VM's 50 GB/s minutes: 0.79–0.89 of the bandwidth, where claiming every
-// piece from one shared front read 0.69–0.77), and the caller never waits for
+// until the shares meet (pieces claimed from one shared front restart each
+// thread's stream many times a call, which reads slower when the bandwidth is
+// high: docs/perf/cpu.md, "RunChunks shares"), and the caller never waits for
 // a worker to wake: a late worker's share is taken from its back. Pieces are
 // at most chunk indices and start and end on multiples of quantum, which must
 // divide chunk (but the one ending at n). With one thread, or n ≤ chunk, it
