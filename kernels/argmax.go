@@ -29,8 +29,9 @@ func Argmax(b Backend, x *Tensor, buf []float32) (int32, error) {
 
 // ArgmaxHost returns the smallest index of the largest element of x, skipping
 // NaNs (0 if there is none). It finds the largest value in four lanes, then
-// its first index: for 128256 logits 60–95 µs on Zen 4, where one
-// compare-and-keep loop (argmaxRef in the tests) took 165–205.
+// its first index: four independent chains of compares run about twice as
+// fast as one compare-and-keep loop (argmaxRef in the tests), where each
+// element waits on the last (docs/perf/cpu.md, "Small host loops").
 func ArgmaxHost(x []float32) int32 {
 	m0, m1, m2, m3 := float32(math.Inf(-1)), float32(math.Inf(-1)), float32(math.Inf(-1)), float32(math.Inf(-1))
 	n := len(x) &^ 3

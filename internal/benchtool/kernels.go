@@ -193,9 +193,10 @@ func timeKernel(ctx context.Context, b kernels.Backend, c kernelCase, reps int) 
 
 // runKernels times kernel test t, one result row per shape. Each row's
 // bandwidth is the mean of the probe's figures (medians of three passes) just
-// before and just after its timing, as for a decode stretch: measured once
-// for the whole run, the lm_head mat-vec of the 1B shape read 0.48 of a
-// figure taken seconds earlier, and 0.90–0.93 of its own moments.
+// before and just after its timing, as for a decode stretch: a VM's
+// bandwidth can change by 2× within seconds, so one figure for the whole run
+// misjudges rows timed later (docs/perf/cpu.md, "Bench: a probe per kernel
+// row").
 func runKernels(ctx context.Context, b kernels.Backend, cfg *model.Config, dt, kv kernels.DType, dtype, modelName string, t test, threads, reps int, probe *cpu.BandwidthProbe, seed uint64, stderr io.Writer) ([]Result, error) {
 	cases, err := kernelTests(ctx, b, cfg, dt, kv, t.name, t.n, reps, threads, seed)
 	if err != nil {

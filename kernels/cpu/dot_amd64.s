@@ -989,7 +989,7 @@ done:
 
 // PSTEP multiplies x at addr with the two weight vectors. The broadcast rides
 // on the FMA's load (.BCST): a separate VBROADCASTSS costs a vector uop per
-// element and measured 24% slower on Zen 4.
+// element (24 % slower on Zen 4: docs/perf/cpu.md, "Prefill tile").
 #define PSTEP(addr, Za, Zb) \
 	VFMADD231PS.BCST addr, Z24, Za; \
 	VFMADD231PS.BCST addr, Z25, Zb

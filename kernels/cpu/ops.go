@@ -17,8 +17,9 @@ func RMSNorm(y, x, w []float32, eps float32) {
 	}
 }
 
-// sumSquares returns Σx² in float64, as four interleaved partial sums (one
-// chain of adds ran 2048 elements in 4 µs).
+// sumSquares returns Σx² in float64, as four interleaved partial sums: one
+// chain of dependent adds is bound by their latency (docs/perf/cpu.md, "Small
+// host loops").
 func sumSquares(x []float32) float64 {
 	var s0, s1, s2, s3 float64
 	for ; len(x) >= 4; x = x[4:] {
