@@ -31,6 +31,20 @@ func TestDependencyDirection(t *testing.T) {
 		mod + "metal":   "shaders is embedded source, no logic",
 		mod + "kernels": "shaders is embedded source, no logic",
 	})
+	deptest.Deps(t, "./cuda", deptest.Bad{ // cuda → purego, x/sys (and the standard library) only
+		mod + "kernels":      "cuda is a binding layer; it must not know about ops",
+		mod + "model":        "cuda is a binding layer",
+		mod + "metal":        "cuda is a binding layer",
+		mod + "shaders":      "cuda loads whatever PTX it is given",
+		mod + "cuda/ptx":     "cuda loads whatever PTX it is given",
+		mod + "internal/msl": "the PTX is generated at go generate time, not linked",
+	})
+	deptest.Deps(t, "./cuda/ptx", deptest.Bad{
+		mod + "cuda":         "cuda/ptx is embedded data, no logic",
+		mod + "kernels":      "cuda/ptx is embedded data, no logic",
+		mod + "internal/msl": "the PTX is generated at go generate time, not linked",
+		mod + "shaders":      "the PTX is generated at go generate time, not linked",
+	})
 	deptest.Deps(t, "./kernels/cpu", deptest.Bad{
 		mod + "kernels": "kernels/cpu is slice loops; kernels adapts it",
 		mod + "metal":   "kernels/cpu runs everywhere",
