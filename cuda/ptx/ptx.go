@@ -17,6 +17,7 @@ package ptx
 import (
 	"embed"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -49,7 +50,7 @@ func (k ParamKind) String() string {
 	case Threadgroup:
 		return "threadgroup"
 	}
-	return "ParamKind(" + string(rune('0'+k)) + ")"
+	return "ParamKind(" + strconv.Itoa(int(k)) + ")"
 }
 
 // A Param is one parameter of an entry point. Entry points take every
@@ -127,17 +128,10 @@ func (k Kernel) String() string {
 		if i > 0 {
 			sb.WriteString(", ")
 		}
-		sb.WriteString(p.Kind.String() + "(" + itoa(p.Index) + ")")
+		sb.WriteString(p.Kind.String() + "(" + strconv.Itoa(p.Index) + ")")
 		if p.Kind == Value {
-			sb.WriteString("[" + itoa(p.Size) + "]")
+			sb.WriteString("[" + strconv.Itoa(p.Size) + "]")
 		}
 	}
 	return sb.String() + ")"
-}
-
-func itoa(n int) string {
-	if n < 10 {
-		return string(rune('0' + n))
-	}
-	return itoa(n/10) + string(rune('0'+n%10))
 }

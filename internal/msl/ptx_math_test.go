@@ -83,6 +83,7 @@ func hostMath(tb testing.TB, fn int, xs []float32) []float32 {
 			mathLibErr = err
 			return
 		}
+		defer os.RemoveAll(dir) // the loaded library stays mapped
 		src, so := filepath.Join(dir, "shim.cpp"), filepath.Join(dir, "libshim.so")
 		if err := os.WriteFile(src, []byte(mathShim), 0o644); err != nil {
 			mathLibErr = err
