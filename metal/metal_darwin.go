@@ -75,7 +75,7 @@ func Open(source string) (Device, error) {
 		withPool(d.releaseObjects)
 		return nil, err
 	}
-	slog.Info("metal device opened", "name", d.info.Name, "macos", d.info.OSVersion,
+	slog.Debug("metal device opened", "name", d.info.Name, "macos", d.info.OSVersion,
 		"msl", d.info.LanguageVersion, "max_working_set", d.info.MaxWorkingSet,
 		"max_buffer", d.info.MaxBufferLength, "unified_memory", d.info.UnifiedMemory,
 		"took", time.Since(start))

@@ -128,7 +128,7 @@ func build(cfg *Config, eos []int32, l *loader, o Options) (*Model, error) {
 	start := time.Now()
 	l.b = m.b
 	if l.files != nil {
-		l.files.mapInto(m.b)
+		l.files.mapInto(m.b, m.log)
 	}
 	if o.Quant != 0 {
 		g := o.QuantGroup

@@ -219,7 +219,7 @@ func openWeights(dir string) (*weightFiles, error) {
 // mapInto offers each file to b when it can use host memory as device memory
 // (kernels.Mapper), so that uploading tensors read straight from the files
 // copies nothing. A backend that cannot wrap a file copies its tensors instead.
-func (w *weightFiles) mapInto(b kernels.Backend) {
+func (w *weightFiles) mapInto(b kernels.Backend, log *slog.Logger) {
 	mp, ok := b.(kernels.Mapper)
 	if !ok {
 		return
@@ -227,7 +227,7 @@ func (w *weightFiles) mapInto(b kernels.Backend) {
 	for i, f := range w.maps {
 		unmap, err := mp.Map(f, w.largest[i])
 		if err != nil {
-			slog.Warn("model: weights will be copied to the device", "err", err)
+			log.Debug("model: weights will be copied to the device", "err", err)
 			continue
 		}
 		w.unmaps = append(w.unmaps, unmap)
