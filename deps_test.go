@@ -51,6 +51,16 @@ func TestDependencyDirection(t *testing.T) {
 	})
 }
 
+// TestCudadevSeam: the CUDA device is a seam like the interpreter's, below
+// the ops.
+func TestCudadevSeam(t *testing.T) {
+	const mod = "github.com/ingot-llm/ingot/"
+	deptest.Deps(t, "./internal/cudadev", deptest.Bad{
+		mod + "kernels": "a device seam knows nothing of ops",
+		mod + "model":   "a device seam knows nothing of models",
+	})
+}
+
 // TestExamplesPublic: the runnable examples import only what a user can, so
 // they can be copied as they are.
 func TestExamplesPublic(t *testing.T) {

@@ -49,10 +49,12 @@ var ErrContextFull = model.ErrContextFull
 // Options controls Load. The zero value chooses the backend ("auto") and
 // keeps the weights as stored.
 type Options struct {
-	// Backend is "auto" (the zero value ""), "cpu", "metal" or "metal-emu"
-	// (the Metal kernels on the CPU interpreter, for developers). "auto"
-	// picks Metal on Apple silicon when the weights and a default session fit
-	// the GPU's working set, else the CPU; see [Model.BackendReason].
+	// Backend is "auto" (the zero value ""), "cpu", "metal", "cuda" or
+	// "metal-emu" (the Metal kernels on the CPU interpreter, for developers).
+	// "auto" picks Metal on Apple silicon when the weights and a default
+	// session fit the GPU's working set, else CUDA when an NVIDIA GPU is
+	// present and they fit its free memory, else the CPU; see
+	// [Model.BackendReason].
 	Backend string
 	Threads int          // CPU threads; 0: every physical core
 	Quant   string       // quantize float weights on load: "" (keep), "q4" or "q8" (MLX affine, group 64)
@@ -62,9 +64,9 @@ type Options struct {
 // validate checks o and returns Quant's bits (0: none).
 func (o Options) validate() (int, error) {
 	switch strings.ToLower(o.Backend) {
-	case "", "auto", "cpu", "metal", "metal-emu":
+	case "", "auto", "cpu", "metal", "cuda", "metal-emu":
 	default:
-		return 0, fmt.Errorf("ingot: backend %q: want auto, cpu, metal or metal-emu", o.Backend)
+		return 0, fmt.Errorf("ingot: backend %q: want auto, cpu, metal, cuda or metal-emu", o.Backend)
 	}
 	if n := runtime.NumCPU(); o.Threads < 0 || o.Threads > n {
 		return 0, fmt.Errorf("ingot: threads (%d) must be in [0, %d] (0: every core; this machine has %d CPUs)", o.Threads, n, n)

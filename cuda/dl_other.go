@@ -1,4 +1,4 @@
-//go:build !(linux && (amd64 || arm64))
+//go:build !(linux && (amd64 || arm64)) || nogpu
 
 package cuda
 
@@ -7,6 +7,9 @@ import "runtime"
 const supported = false
 
 func dlopen(path string) (uintptr, error) {
+	if runtime.GOOS == "linux" && (runtime.GOARCH == "amd64" || runtime.GOARCH == "arm64") {
+		return 0, unavailable("not in this build: built with -tags nogpu, CPU only", nil)
+	}
 	return 0, unavailable("not supported on "+runtime.GOOS+"/"+runtime.GOARCH, nil)
 }
 

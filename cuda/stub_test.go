@@ -1,4 +1,4 @@
-//go:build linux && (amd64 || arm64)
+//go:build linux && (amd64 || arm64) && !nogpu
 
 package cuda_test
 
@@ -8,17 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"unsafe"
-
-	"github.com/ebitengine/purego"
 
 	"github.com/ingot-llm/ingot/cuda"
+	"github.com/ingot-llm/ingot/cuda/cudatest"
 	"github.com/ingot-llm/ingot/cuda/ptx"
 )
 
@@ -26,69 +21,10 @@ import (
 // driver built here with clang, so they need no GPU. With CI=true a missing
 // compiler fails them; elsewhere they skip saying what to install.
 
-var (
-	stubOnce sync.Once
-	stubDir  string
-	stubPath string
-	stubErr  error
-	stubH    uintptr
-)
+func stub(tb testing.TB) string { return cudatest.Stub(tb) }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if stubDir != "" {
-		os.RemoveAll(stubDir)
-	}
-	os.Exit(code)
-}
-
-// stub returns the path of the stub libcuda.so.1, building it once.
-func stub(tb testing.TB) string {
-	tb.Helper()
-	stubOnce.Do(func() {
-		var cc string
-		for _, c := range []string{os.Getenv("INGOT_CLANG"), "clang-19", "clang", "cc"} {
-			if c == "" {
-				continue
-			}
-			if p, err := exec.LookPath(c); err == nil {
-				cc = p
-				break
-			}
-		}
-		if cc == "" {
-			stubErr = errors.New("no C compiler to build the stub driver (apt-get install clang-19)")
-			return
-		}
-		if stubDir, stubErr = os.MkdirTemp("", "ingot-stubcuda-"); stubErr != nil {
-			return
-		}
-		stubPath = filepath.Join(stubDir, "libcuda.so.1")
-		out, err := exec.Command(cc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-o", stubPath, "testdata/stubcuda.c").CombinedOutput()
-		if err != nil {
-			stubErr = fmt.Errorf("build testdata/stubcuda.c: %v\n%s", err, out)
-			return
-		}
-		stubH, stubErr = purego.Dlopen(stubPath, purego.RTLD_NOW|purego.RTLD_LOCAL)
-	})
-	if stubErr != nil {
-		if os.Getenv("CI") == "true" {
-			tb.Fatal(stubErr)
-		}
-		tb.Skip(stubErr)
-	}
-	return stubPath
-}
-
-// stubCall calls one of the stub's test hooks.
 func stubCall(tb testing.TB, name string, args ...uintptr) int {
-	tb.Helper()
-	fn, err := purego.Dlsym(stubH, name)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	r, _, _ := purego.SyscallN(fn, args...)
-	return int(int32(r))
+	return cudatest.Call(tb, name, args...)
 }
 
 // open opens the stub's device for the test; the context is closed (and the
@@ -108,28 +44,9 @@ func open(tb testing.TB) *cuda.Context {
 	return c
 }
 
-type launch struct {
-	name   string
-	dims   [7]uint32 // grid, block, shared bytes
-	params []byte
-}
+type launch = cudatest.Launch
 
-// launches returns what the stub recorded since the last reset.
-func launches(tb testing.TB) []launch {
-	tb.Helper()
-	var out []launch
-	for i := range stubCall(tb, "stub_launch_count") {
-		var l launch
-		name := make([]byte, 64)
-		b := make([]byte, 1024)
-		n := stubCall(tb, "stub_launch_get", uintptr(i), uintptr(unsafe.Pointer(&name[0])), 64,
-			uintptr(unsafe.Pointer(&l.dims[0])), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
-		l.name = string(name[:bytes.IndexByte(name, 0)])
-		l.params = b[:n]
-		out = append(out, l)
-	}
-	return out
-}
+func launches(tb testing.TB) []launch { return cudatest.Launches(tb) }
 
 func TestUnavailable(t *testing.T) {
 	_, err := cuda.Open(cuda.Options{Library: filepath.Join(t.TempDir(), "libcuda.so.1")})
@@ -412,8 +329,8 @@ func TestLaunchMarshalling(t *testing.T) {
 			}
 			l := ls[0]
 			wantDims := [7]uint32{uint32(tc.grid.X), uint32(max(tc.grid.Y, 1)), 1, uint32(tc.block.X), 1, 1, uint32(shared)}
-			if l.name != k.Name || l.dims != wantDims || !bytes.Equal(l.params, want) {
-				t.Errorf("stub saw %s %v % x\nwant         %s %v % x", l.name, l.dims, l.params, k.Name, wantDims, want)
+			if l.Name != k.Name || l.Dims != wantDims || !bytes.Equal(l.Params, want) {
+				t.Errorf("stub saw %s %v % x\nwant         %s %v % x", l.Name, l.Dims, l.Params, k.Name, wantDims, want)
 			}
 		}()
 	}
@@ -556,7 +473,7 @@ func TestGraph(t *testing.T) {
 		t.Errorf("after the update: %v, want [112 112 12 12]", got)
 	}
 	ls := launches(t)
-	if len(ls) != 4 || !bytes.Equal(ls[3].params[8:], u32s(2, 100)) {
+	if len(ls) != 4 || !bytes.Equal(ls[3].Params[8:], u32s(2, 100)) {
 		t.Errorf("recorded launches %v", ls)
 	}
 	if err := e.SetKernelParams(cuda.GraphNode(0x1234), f, cuda.Dim3{X: 1}, cuda.Dim3{X: 32}, 0, p2); err == nil ||

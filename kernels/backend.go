@@ -9,6 +9,7 @@ import (
 
 	"github.com/klauspost/cpuid/v2"
 
+	"github.com/ingot-llm/ingot/cuda"
 	"github.com/ingot-llm/ingot/metal"
 )
 
@@ -118,10 +119,11 @@ func Open(name string, threads int) (Backend, error) {
 // device memory (its weights and a session's KV cache and activations; 0:
 // unknown) and says why, in a sentence for users. It is the one place that
 // decides "auto" (also ""): Metal on Apple silicon when need fits the GPU's
-// recommended working set, else the CPU. "cpu", "metal" and "metal-emu" (the
-// Metal kernels on the MSL interpreter) open that backend; "metal" refuses a
-// model that does not fit, saying what to change. threads ≤ 0 means
-// [DefaultThreads].
+// recommended working set, else CUDA when an NVIDIA GPU is present and need
+// fits its free memory, else the CPU. "cpu", "metal", "cuda" and "metal-emu"
+// (the Metal kernels on the MSL interpreter) open that backend; "metal" and
+// "cuda" refuse a model that does not fit, saying what to change. threads ≤ 0
+// means [DefaultThreads].
 func Choose(name string, threads int, need int64) (Backend, string, error) {
 	if threads <= 0 {
 		threads = DefaultThreads()
@@ -132,7 +134,7 @@ func Choose(name string, threads int, need int64) (Backend, string, error) {
 	case "metal-emu":
 		b, err := openMetal(name, threads)
 		return b, "metal-emu: asked for (the Metal kernels on the MSL interpreter, on the CPU)", err
-	case "metal":
+	case "metal", "cuda":
 		b, err := openMetal(name, threads)
 		if err != nil {
 			return nil, "", err
@@ -142,23 +144,29 @@ func Choose(name string, threads int, need int64) (Backend, string, error) {
 			b.Close()
 			return nil, "", err
 		}
-		return b, "metal: asked for; " + why, nil
+		return b, name + ": asked for; " + why, nil
 	case "", "auto":
-		b, err := openMetal("metal", threads)
-		if errors.Is(err, metal.ErrUnavailable) {
-			return NewCPU(threads), fmt.Sprintf("cpu: no Metal GPU on %s/%s (auto picks Metal on Apple silicon); %d threads", runtime.GOOS, runtime.GOARCH, threads), nil
+		var why []string
+		for _, gpu := range []string{"metal", "cuda"} {
+			b, err := openMetal(gpu, threads)
+			if errors.Is(err, metal.ErrUnavailable) || errors.Is(err, cuda.ErrUnavailable) {
+				continue
+			}
+			if err == nil {
+				var fit string
+				if fit, err = fits(b, need); err == nil {
+					return b, gpu + ": auto; " + fit, nil
+				}
+				b.Close()
+			}
+			why = append(why, err.Error())
 		}
-		if err != nil {
-			return NewCPU(threads), fmt.Sprintf("cpu: Metal failed to open (%v); %d threads", err, threads), nil
+		if len(why) == 0 {
+			why = append(why, fmt.Sprintf("no Metal or NVIDIA GPU on %s/%s", runtime.GOOS, runtime.GOARCH))
 		}
-		why, err := fits(b, need)
-		if err != nil {
-			b.Close()
-			return NewCPU(threads), fmt.Sprintf("cpu: %v; %d threads", err, threads), nil
-		}
-		return b, "metal: auto, Apple silicon; " + why, nil
+		return NewCPU(threads), fmt.Sprintf("cpu: %s; %d threads", strings.Join(why, "; "), threads), nil
 	}
-	return nil, "", fmt.Errorf("kernels: unknown backend %q (want auto, cpu, metal or metal-emu)", name)
+	return nil, "", fmt.Errorf("kernels: unknown backend %q (want auto, cpu, metal, cuda or metal-emu)", name)
 }
 
 // fits checks need bytes against a Metal backend's recommended working set.
@@ -172,11 +180,15 @@ func fits(b Backend, need int64) (string, error) {
 		return m.dev.Name(), nil
 	}
 	if need > limit {
-		return "", fmt.Errorf("kernels: metal: the model needs %.1f GB (weights and a session's KV cache) but %s's recommended working set is %.1f GB: "+
-			"use a smaller quantization (-quant q4, or run quantize -bits 4), a shorter -ctx or -kv f16, or raise the limit (sudo sysctl iogpu.wired_limit_mb=N)",
-			float64(need)/1e9, m.dev.Name(), float64(limit)/1e9)
+		hint := ", or raise the limit (sudo sysctl iogpu.wired_limit_mb=N)"
+		if strings.HasPrefix(m.Name(), "cuda:") {
+			hint = ""
+		}
+		return "", fmt.Errorf("kernels: %s: the model needs %.1f GB (weights and a session's KV cache) but %.1f GB are available: "+
+			"use a smaller quantization (-quant q4, or run quantize -bits 4), a shorter -ctx or -kv f16%s",
+			m.Name(), float64(need)/1e9, float64(limit)/1e9, hint)
 	}
-	return fmt.Sprintf("%s, %.1f GB needed of a %.1f GB working set", m.dev.Name(), float64(need)/1e9, float64(limit)/1e9), nil
+	return fmt.Sprintf("%s, %.1f GB needed of %.1f GB available", m.dev.Name(), float64(need)/1e9, float64(limit)/1e9), nil
 }
 
 // DefaultThreads is the CPU thread count used when none is given: the number of

@@ -27,7 +27,7 @@ func TestChoose(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Choose(%q): %v", name, err)
 		}
-		if b.Name() != "cpu" || !strings.Contains(reason, "no Metal GPU") {
+		if b.Name() != "cpu" || !strings.Contains(reason, "no Metal or NVIDIA GPU") {
 			t.Errorf("Choose(%q): %s, %q", name, b.Name(), reason)
 		}
 		b.Close()

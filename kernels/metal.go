@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"time"
 	"unsafe"
@@ -25,10 +26,11 @@ import (
 // copies them into new device buffers otherwise. A Metal is not safe for
 // concurrent use: each goroutine runs its own stream ([Metal.NewStream]).
 type Metal struct {
-	dev   metal.Device
-	pipes map[string]metal.Pipeline
-	bufs  []metal.Buffer // every buffer this backend made, released by Close
-	maps  []*mapping     // host regions wrapped by Map
+	dev    metal.Device
+	ownDev bool // opened by Open: Close releases it
+	pipes  map[string]metal.Pipeline
+	bufs   []metal.Buffer // every buffer this backend made, released by Close
+	maps   []*mapping     // host regions wrapped by Map
 
 	cb       metal.CommandBuffer // being encoded; nil until the first op after a commit
 	enc      metal.Encoder
@@ -56,6 +58,8 @@ type Metal struct {
 	argmaxOut metal.Buffer    // 16 bytes: the Argmax result
 	toks      tokenQueue      // ArgmaxAsync results (Pipeliner)
 	topkPart  [2]metal.Buffer // TopK's pass outputs, grown on demand
+	scratch   [8]byte         // host bytes read back from the device
+	topkHost  []byte          // TopK's pairs read back, grown on demand
 	stats     Stats
 }
 
@@ -111,8 +115,14 @@ func NewMetal(dev metal.Device) (*Metal, error) {
 // among their own.
 func (m *Metal) NewStream() (Backend, error) { return NewMetal(m.dev) }
 
-// Name returns "metal:" and the device name ("metal:Apple M2", "metal:msl-interpreter").
-func (m *Metal) Name() string { return "metal:" + m.dev.Name() }
+// Name returns the device's kind and name: "metal:Apple M2",
+// "metal:msl-interpreter", "cuda:NVIDIA H100 80GB HBM3".
+func (m *Metal) Name() string {
+	if k, ok := m.dev.(interface{ Kind() string }); ok {
+		return k.Kind() + ":" + m.dev.Name()
+	}
+	return "metal:" + m.dev.Name()
+}
 
 // Device returns the device m runs on.
 func (m *Metal) Device() metal.Device { return m.dev }
@@ -191,8 +201,44 @@ func (m *Metal) upload(data []byte) (metal.Buffer, error) {
 	if err != nil {
 		return nil, err
 	}
-	copy(b.Contents(), data)
+	if err := writeBuf(b, 0, data); err != nil {
+		return nil, err
+	}
 	return b, nil
+}
+
+// readBuf copies len(dst) bytes of b at off into dst: through Contents where
+// the host addresses device memory (Apple GPUs, the interpreter), else by a
+// copy (metal.HostCopier: a discrete GPU).
+func readBuf(b metal.Buffer, off int, dst []byte) error {
+	if c := b.Contents(); c != nil {
+		copy(dst, c[off:])
+		return nil
+	}
+	if h, ok := b.(metal.HostCopier); ok {
+		return h.ReadAt(dst, off)
+	}
+	return fmt.Errorf("kernels: metal: a %T is neither host-visible nor a metal.HostCopier", b)
+}
+
+// writeBuf copies src into b at off (see readBuf).
+func writeBuf(b metal.Buffer, off int, src []byte) error {
+	if c := b.Contents(); c != nil {
+		copy(c[off:], src)
+		return nil
+	}
+	if h, ok := b.(metal.HostCopier); ok {
+		return h.WriteAt(src, off)
+	}
+	return fmt.Errorf("kernels: metal: a %T is neither host-visible nor a metal.HostCopier", b)
+}
+
+// readU32 reads the little-endian uint32 at the start of b.
+func (m *Metal) readU32(b metal.Buffer) (uint32, error) {
+	if err := readBuf(b, 0, m.scratch[:4]); err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint32(m.scratch[:4]), nil
 }
 
 // Download waits for every enqueued op and copies the f32 tensor src to dst.
@@ -205,7 +251,12 @@ func (m *Metal) Download(dst []float32, src *Tensor) error {
 	}
 	b := bufOf("Download", src)
 	n := min(len(dst), src.Len())
-	copy(dst[:n], unsafe.Slice((*float32)(unsafe.Pointer(&b.Contents()[src.Off])), n))
+	if n == 0 {
+		return nil
+	}
+	if err := readBuf(b, src.Off, unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), 4*n)); err != nil {
+		return fmt.Errorf("kernels: metal: download: %w", err)
+	}
 	m.stats.ReadBytes += int64(4 * n)
 	return nil
 }
@@ -276,13 +327,18 @@ func (m *Metal) release(b metal.Buffer) {
 }
 
 // Close waits for pending work and releases every buffer this backend made;
-// tensors from New and Upload are invalid afterwards.
+// tensors from New and Upload are invalid afterwards. A backend [Open] made
+// also releases its device (close its streams first).
 func (m *Metal) Close() error {
 	err := m.Sync(context.Background())
 	for _, b := range m.bufs {
 		b.Release()
 	}
 	m.bufs, m.maps = nil, nil
+	if m.ownDev {
+		m.dev.Release()
+		m.ownDev = false
+	}
 	return err
 }
 

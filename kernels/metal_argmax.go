@@ -2,7 +2,6 @@ package kernels
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -27,7 +26,8 @@ func (m *Metal) Argmax(x *Tensor) (int32, error) {
 		return 0, err
 	}
 	m.stats.ReadBytes += 4
-	return int32(binary.LittleEndian.Uint32(m.argmaxOut.Contents())), nil
+	v, err := m.readU32(m.argmaxOut)
+	return int32(v), err
 }
 
 // argmax enqueues argmax_f32 of x into out[0].
@@ -119,5 +119,6 @@ func (m *Metal) NextToken() (int32, error) {
 		return 0, err
 	}
 	m.stats.ReadBytes += 4
-	return int32(binary.LittleEndian.Uint32(q.slot[s].Contents())), nil
+	v, err := m.readU32(q.slot[s])
+	return int32(v), err
 }

@@ -20,11 +20,16 @@ import (
 const refDir = "../../shared/testdata/ref"
 
 // metalEmu opens the metal-emu backend (the shader kernels on the MSL
-// interpreter), closed when the test ends.
+// interpreter), closed when the test ends; with INGOT_TEST_BACKEND=cuda (or
+// metal) that GPU instead.
 func metalEmu(t *testing.T) kernels.Backend {
 	t.Helper()
-	msltest.Require(t)
-	b, err := kernels.Open("metal-emu", 2)
+	name := os.Getenv("INGOT_TEST_BACKEND")
+	if name == "" || name == "metal-emu" {
+		name = "metal-emu"
+		msltest.Require(t)
+	}
+	b, err := kernels.Open(name, 2)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package kernels
 import (
 	"fmt"
 
+	"github.com/ingot-llm/ingot/internal/cudadev"
 	"github.com/ingot-llm/ingot/internal/msl"
 	"github.com/ingot-llm/ingot/metal"
 	"github.com/ingot-llm/ingot/shaders"
@@ -15,6 +16,9 @@ import (
 //   - "metal-emu": the same kernels and dispatch code on the MSL interpreter
 //     (internal/msl, strict mode, threads OS threads), for Linux CI and for
 //     checking the Metal path without a Mac. It needs clang ≥ 16.
+//   - "cuda": the same kernels compiled to PTX and dispatch code on an NVIDIA
+//     GPU (internal/cudadev). Without a driver or a GPU it fails with
+//     cuda.ErrUnavailable.
 func openMetal(name string, threads int) (Backend, error) {
 	var dev metal.Device
 	switch name {
@@ -30,10 +34,22 @@ func openMetal(name string, threads int) (Backend, error) {
 			return nil, err
 		}
 		dev = d
+	case "cuda":
+		d, err := cudadev.Open(cudadev.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("kernels: cuda: %w", err)
+		}
+		dev = d
 	default:
 		return nil, fmt.Errorf("kernels: unknown metal backend %q", name)
 	}
-	return NewMetal(dev)
+	m, err := NewMetal(dev)
+	if err != nil {
+		dev.Release()
+		return nil, err
+	}
+	m.ownDev = true
+	return m, nil
 }
 
 // OpenEmulator returns the MSL interpreter device running package shaders'

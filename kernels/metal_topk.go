@@ -57,7 +57,13 @@ func (m *Metal) TopK(ids []int32, vals []float32, x *Tensor) (int, error) {
 		return 0, err
 	}
 	out := min(k, n)
-	c := a.Contents()
+	if cap(m.topkHost) < 8*out {
+		m.topkHost = make([]byte, 8*out)
+	}
+	c := m.topkHost[:8*out]
+	if err := readBuf(a, 0, c); err != nil {
+		return 0, err
+	}
 	for j := range out {
 		vals[j] = math.Float32frombits(binary.LittleEndian.Uint32(c[8*j:]))
 		ids[j] = int32(binary.LittleEndian.Uint32(c[8*j+4:]))

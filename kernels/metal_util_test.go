@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"testing"
 	"unsafe"
@@ -14,9 +15,19 @@ import (
 )
 
 // testMetal returns a Metal backend on the MSL interpreter (strict mode). It
-// skips the test when clang is missing, and fails it when CI=true.
+// skips the test when clang is missing, and fails it when CI=true. With
+// INGOT_TEST_BACKEND=cuda (or metal) it is that device instead: the op tests
+// then run on an NVIDIA (or Apple) GPU.
 func testMetal(t testing.TB) *Metal {
 	t.Helper()
+	if name := os.Getenv("INGOT_TEST_BACKEND"); name != "" && name != "metal-emu" {
+		b, err := openMetal(name, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		return b.(*Metal)
+	}
 	dev := msltest.Open(t, ShaderFiles()...)
 	m, err := NewMetal(dev)
 	if err != nil {
@@ -42,7 +53,9 @@ func put(m *Metal, x []float32, shape ...int) *Tensor {
 	if t.Len() != len(x) {
 		panic(fmt.Sprintf("put: %d floats for %v", len(x), shape))
 	}
-	copy(unsafe.Slice((*float32)(unsafe.Pointer(&bufOf("put", t).Contents()[t.Off])), len(x)), x)
+	if err := writeBuf(bufOf("put", t), t.Off, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), 4*len(x))); err != nil {
+		panic(err)
+	}
 	return t
 }
 

@@ -44,11 +44,21 @@ type Device interface {
 	Release()
 }
 
-// A Buffer is device memory visible to the host (shared storage).
+// A Buffer is device memory. On Apple GPUs and the interpreter it is
+// visible to the host (shared storage) through Contents; a discrete GPU's
+// buffer returns nil from Contents and is a [HostCopier].
 type Buffer interface {
-	Contents() []byte // host view of the whole buffer
+	Contents() []byte // host view of the whole buffer; nil where the host cannot address it
 	Len() int
 	Release()
+}
+
+// A HostCopier is a Buffer the host reads and writes by copying: len(dst)
+// or len(src) bytes at byte offset off, after the work already queued on
+// the device.
+type HostCopier interface {
+	ReadAt(dst []byte, off int) error
+	WriteAt(src []byte, off int) error
 }
 
 // A Pipeline is one compiled kernel.

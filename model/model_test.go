@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -135,8 +136,19 @@ func TestSynthetic(t *testing.T) {
 }
 
 // open loads dir and opens a session on it, both closed when the test ends.
+// With INGOT_TEST_BACKEND set ("cuda", "metal", "metal-emu") and no backend
+// in o, the model runs there: the transformers reference checks then run on
+// that device.
 func open(t testing.TB, dir string, o Options, so SessionOptions) *Session {
 	t.Helper()
+	if name := os.Getenv("INGOT_TEST_BACKEND"); name != "" && o.Backend == nil {
+		b, err := kernels.Open(name, o.Threads)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() }) // after the model's Close (cleanups run last first)
+		o.Backend = b
+	}
 	m, err := Load(context.Background(), dir, o)
 	if err != nil {
 		t.Fatal(err)

@@ -49,7 +49,7 @@ func parseGenFlags(args []string, stderr io.Writer) (*genFlags, error) {
 	fs.Float64Var(&f.minP, "min-p", 0.05, "drop tokens below this fraction of the top probability, in [0, 1] (0: off)")
 	fs.Float64Var(&f.repeatPenalty, "repeat-penalty", 1, "penalty > 0 for the last 64 tokens (1: off)")
 	fs.Uint64Var(&f.seed, "seed", 0, "random seed (0: from the clock)")
-	fs.StringVar(&f.backend, "backend", "auto", "compute backend: auto (metal on Apple silicon when the model fits, else cpu), cpu, metal, or metal-emu (the MSL interpreter: slow, for developers; needs clang ≥ 16)")
+	fs.StringVar(&f.backend, "backend", "auto", "compute backend: auto (metal on Apple silicon, else cuda with an NVIDIA GPU, when the model fits; else cpu), cpu, metal, cuda, or metal-emu (the MSL interpreter: slow, for developers; needs clang ≥ 16)")
 	fs.StringVar(&f.quant, "quant", "", "quantize f32/f16/bf16 weights on load: q4 or q8 (MLX affine, group 64)")
 	fs.IntVar(&f.threads, "threads", 0, fmt.Sprintf("CPU threads, at most %d here (0: all cores)", runtime.NumCPU()))
 	fs.IntVar(&f.ctxLen, "ctx", 0, "context window in tokens (0: min(max_position_embeddings, 4096))")
@@ -107,7 +107,7 @@ func (f *genFlags) validate(fs *flag.FlagSet) error {
 		{f.ctxLen >= 0, "ctx", "≥ 0 (0: min(max_position_embeddings, 4096))"},
 		{f.kv == "f32" || f.kv == "f16", "kv", "f32 or f16"},
 		{f.quant == "" || f.quant == "q4" || f.quant == "q8", "quant", "q4 or q8"},
-		{f.backend == "auto" || f.backend == "cpu" || f.backend == "metal" || f.backend == "metal-emu", "backend", "auto, cpu, metal or metal-emu"},
+		{f.backend == "auto" || f.backend == "cpu" || f.backend == "metal" || f.backend == "cuda" || f.backend == "metal-emu", "backend", "auto, cpu, metal, cuda or metal-emu"},
 	} {
 		if !c.ok {
 			return usagef("-%s %s: want %s", c.name, fs.Lookup(c.name).Value, c.want)

@@ -161,7 +161,7 @@ func TestCLIErrors(t *testing.T) {
 	}{
 		{[]string{}, 2, "nothing to do"},
 		{[]string{"-prompt-ids", "1,x"}, 2, `"x" is not a token id`},
-		{[]string{"-backend", "tpu", "-prompt-ids", "1"}, 2, "-backend tpu: want auto, cpu, metal or metal-emu"},
+		{[]string{"-backend", "tpu", "-prompt-ids", "1"}, 2, "-backend tpu: want auto, cpu, metal, cuda or metal-emu"},
 		{[]string{"-kv", "q8", "-prompt-ids", "1"}, 2, "-kv q8: want f32 or f16"},
 		{[]string{"-min-p", "2", "-prompt", "x"}, 2, "-min-p 2: want in [0, 1]"},
 		{[]string{"-min-p", "-0.5", "-prompt", "x"}, 2, "-min-p -0.5"},

@@ -27,7 +27,7 @@ const selftestTol = 1e-8
 func runSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run selftest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	backend := fs.String("backend", "auto", "backend to check: auto, metal, metal-emu or cpu")
+	backend := fs.String("backend", "auto", "backend to check: auto, metal, cuda, metal-emu or cpu")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

@@ -1,0 +1,461 @@
+// Package cudadev is the GPU device seam (metal.Device) over an NVIDIA GPU:
+// package cuda drives the device and package cuda/ptx holds ingot's kernels
+// compiled from the same MSL sources Metal and the interpreter run. With it,
+// the Metal half of package kernels (its dispatch code, hazard tracking,
+// pipelining and counters) runs unchanged on CUDA.
+//
+// How Metal's model maps onto CUDA:
+//   - A Buffer is device memory (cuMemAlloc). The host cannot address it:
+//     Contents returns nil and the host copies through ReadAt and WriteAt
+//     (metal.HostCopier). BufferNoCopy is refused, so weights are copied.
+//   - A Pipeline is an entry point of the PTX module of its shader file,
+//     loaded (JIT-compiled) on first use.
+//   - An Encoder records each dispatch's arguments in host memory, mapping
+//     [[buffer(i)]] and [[threadgroup(i)]] bindings onto the entry's
+//     parameters (package cuda/ptx describes them): setBytes to a struct
+//     argument is passed by value, setBytes to a pointer argument goes to a
+//     small device buffer uploaded with the command buffer, threadgroup
+//     memory is the launch's dynamic shared memory at offsets.
+//   - Commit launches the recorded dispatches in order on one stream
+//     (barriers are implied) between two events; Wait waits for the second.
+//
+// The driver's context is current on one OS thread: every driver call runs
+// on a goroutine locked to it, which the Device's methods hand their work to,
+// so the Device is safe for concurrent use.
+package cudadev
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/ingot-llm/ingot/cuda"
+	"github.com/ingot-llm/ingot/cuda/ptx"
+	"github.com/ingot-llm/ingot/metal"
+)
+
+// ErrNoCopy is BufferNoCopy's error: device memory cannot wrap host memory.
+var ErrNoCopy = errors.New("cudadev: device memory cannot wrap host memory (weights are copied to the GPU)")
+
+// A Device is one NVIDIA GPU; see the package documentation.
+type Device struct {
+	work   chan func() // run on the goroutine that owns the context
+	done   chan struct{}
+	c      *cuda.Context
+	s      *cuda.Stream
+	name   string
+	total  int64
+	driver int
+
+	mu     sync.Mutex
+	pipes  map[string]*pipeline
+	mods   map[string]*cuda.Module // owned by the context's goroutine
+	closed bool
+}
+
+// Options configures Open.
+type Options struct {
+	Library string // the driver library; "": $INGOT_CUDA_LIB, else libcuda.so.1
+	Device  int    // the device ordinal
+}
+
+// Open opens device o.Device's primary context on a goroutine of its own.
+// Without a driver or a device the error wraps cuda.ErrUnavailable.
+func Open(o Options) (*Device, error) {
+	d := &Device{work: make(chan func()), done: make(chan struct{}), pipes: map[string]*pipeline{}, mods: map[string]*cuda.Module{}}
+	opened := make(chan error, 1)
+	go d.loop(o, opened)
+	if err := <-opened; err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// loop owns the context: it opens it, then runs the work sent to it until
+// Release.
+func (d *Device) loop(o Options, opened chan<- error) {
+	runtime.LockOSThread() // cuda.Open locks too; the context stays on this thread
+	defer close(d.done)
+	c, err := cuda.Open(cuda.Options{Library: o.Library, Device: o.Device})
+	if err == nil {
+		d.c = c
+		d.name = c.Name()
+		d.total, err = c.TotalMem()
+		if err == nil {
+			d.s, err = c.NewStream()
+		}
+		if err == nil {
+			d.driver, err = c.DriverVersion()
+		}
+		if err != nil {
+			c.Close()
+		}
+	}
+	opened <- err
+	if err != nil {
+		return
+	}
+	for f := range d.work {
+		f()
+	}
+	for _, m := range d.mods {
+		m.Unload()
+	}
+	d.s.Destroy()
+	d.c.Close()
+}
+
+// do runs f on the context's goroutine and returns its error.
+func (d *Device) do(f func() error) error {
+	errc := make(chan error, 1)
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return errors.New("cudadev: device released")
+	}
+	d.mu.Unlock()
+	d.work <- func() { errc <- f() }
+	return <-errc
+}
+
+// Kind is "cuda": kernels names the backend "cuda:" + Name.
+func (d *Device) Kind() string { return "cuda" }
+
+// Name is the GPU's name ("NVIDIA H100 80GB HBM3").
+func (d *Device) Name() string { return d.name }
+
+// DriverVersion is the CUDA driver API version (13000 for 13.0).
+func (d *Device) DriverVersion() int { return d.driver }
+
+// MaxWorkingSet is the device memory free now (admission's limit).
+func (d *Device) MaxWorkingSet() int64 {
+	var free int64
+	if err := d.do(func() (err error) { free, _, err = d.c.MemInfo(); return }); err != nil {
+		return d.total
+	}
+	return free
+}
+
+// MaxBufferLength: one allocation can take the whole device.
+func (d *Device) MaxBufferLength() int { return int(min(d.total, 1<<62)) }
+
+// Release waits for the device's work and closes the context. Buffers and
+// pipelines must not be used afterwards.
+func (d *Device) Release() {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return
+	}
+	d.closed = true
+	d.mu.Unlock()
+	close(d.work)
+	<-d.done
+}
+
+// buffer is device memory.
+type buffer struct {
+	d *Device
+	p cuda.DevicePtr
+	n int
+}
+
+// NewBuffer allocates n zeroed bytes of device memory.
+func (d *Device) NewBuffer(n int) (metal.Buffer, error) {
+	b := &buffer{d: d, n: n}
+	err := d.do(func() error {
+		var err error
+		if b.p, err = d.c.Alloc(max(n, 16)); err != nil {
+			return err
+		}
+		return d.c.Memset(b.p, 0, max(n, 16))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cudadev: new buffer of %d bytes: %w", n, err)
+	}
+	return b, nil
+}
+
+// BufferNoCopy returns ErrNoCopy: the GPU cannot read host memory at speed.
+func (d *Device) BufferNoCopy([]byte) (metal.Buffer, error) { return nil, ErrNoCopy }
+
+func (b *buffer) Contents() []byte { return nil }
+func (b *buffer) Len() int         { return b.n }
+
+// Release frees the buffer's memory once the device's queued work is done.
+func (b *buffer) Release() {
+	b.d.do(func() error {
+		if err := b.d.s.Synchronize(); err != nil {
+			return err
+		}
+		return b.d.c.Free(b.p)
+	})
+}
+
+// ReadAt copies len(dst) bytes at off to dst (after the work queued so far).
+func (b *buffer) ReadAt(dst []byte, off int) error {
+	if off < 0 || off+len(dst) > b.n {
+		return fmt.Errorf("cudadev: read of [%d, %d) from a %d-byte buffer", off, off+len(dst), b.n)
+	}
+	return b.d.do(func() error {
+		if err := b.d.s.Synchronize(); err != nil {
+			return err
+		}
+		return b.d.c.CopyDtoH(dst, b.p.Add(off))
+	})
+}
+
+// WriteAt copies src into the buffer at off (after the work queued so far).
+func (b *buffer) WriteAt(src []byte, off int) error {
+	if off < 0 || off+len(src) > b.n {
+		return fmt.Errorf("cudadev: write of [%d, %d) into a %d-byte buffer", off, off+len(src), b.n)
+	}
+	return b.d.do(func() error {
+		if err := b.d.s.Synchronize(); err != nil {
+			return err
+		}
+		return b.d.c.CopyHtoD(b.p.Add(off), src)
+	})
+}
+
+// pipeline is one entry point and its launch parameter block.
+type pipeline struct {
+	k      ptx.Kernel
+	f      *cuda.Function
+	params *cuda.Params // filled and launched on the context's goroutine
+	max    int
+}
+
+func (p *pipeline) Name() string    { return p.k.Name }
+func (p *pipeline) MaxThreads() int { return p.max }
+
+// Pipeline returns the kernel with this host name, loading its module on
+// first use.
+func (d *Device) Pipeline(name string) (metal.Pipeline, error) {
+	d.mu.Lock()
+	p, ok := d.pipes[name]
+	d.mu.Unlock()
+	if ok {
+		return p, nil
+	}
+	k, ok := ptx.Lookup(name)
+	if !ok {
+		return nil, fmt.Errorf("cudadev: no kernel %q in the PTX (go generate ./cuda/ptx)", name)
+	}
+	p = &pipeline{k: k}
+	err := d.do(func() error {
+		m := d.mods[k.Module]
+		if m == nil {
+			src, ok := ptx.Source(k.Module)
+			if !ok {
+				return fmt.Errorf("cudadev: no PTX module %q", k.Module)
+			}
+			var err error
+			if m, err = d.c.LoadModule(k.Module, src); err != nil {
+				return err
+			}
+			d.mods[k.Module] = m
+		}
+		var err error
+		if p.f, err = m.Function(name); err != nil {
+			return err
+		}
+		if p.max, err = p.f.Attribute(cuda.FuncMaxThreadsPerBlock); err != nil {
+			return err
+		}
+		p.params = d.c.NewParams(k.Sizes()...)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if q, ok := d.pipes[name]; ok {
+		return q, nil // another goroutine loaded it meanwhile
+	}
+	d.pipes[name] = p
+	return p, nil
+}
+
+// CommandBuffer starts recording dispatches.
+func (d *Device) CommandBuffer() (metal.CommandBuffer, error) {
+	return &commandBuffer{d: d}, nil
+}
+
+// commandBuffer is a list of recorded launches.
+type commandBuffer struct {
+	d        *Device
+	launches []launch
+	args     []byte // every launch's parameter bytes, in order
+	consts   []byte // setBytes data for pointer parameters, uploaded with the launches
+	constBuf cuda.DevicePtr
+	start    *cuda.Event
+	end      *cuda.Event
+	err      error
+	gpu      time.Duration
+}
+
+// launch is one recorded dispatch: its parameters are args[off:off+size] in
+// the entry's order; fix lists the pointer parameters into consts.
+type launch struct {
+	p           *pipeline
+	grid, block cuda.Dim3
+	shared      int
+	off         int
+	fix         []constRef
+}
+
+type constRef struct{ param, off int } // parameter param points at consts[off:]
+
+func (cb *commandBuffer) Encoder() metal.Encoder { return &encoder{cb: cb} }
+
+// Commit uploads the command buffer's constants and launches its dispatches
+// in order on the device's stream, between two timing events.
+func (cb *commandBuffer) Commit() {
+	if cb.err != nil {
+		return // an encoding error: Wait returns it
+	}
+	d := cb.d
+	cb.err = d.do(func() error {
+		c, s := d.c, d.s
+		var err error
+		if cb.start, err = c.NewEvent(); err != nil {
+			return err
+		}
+		if cb.end, err = c.NewEvent(); err != nil {
+			return err
+		}
+		if len(cb.consts) > 0 {
+			if cb.constBuf, err = c.Alloc(len(cb.consts)); err != nil {
+				return err
+			}
+			if err := s.CopyHtoD(cb.constBuf, cb.consts); err != nil {
+				return err
+			}
+		}
+		if err := cb.start.Record(s); err != nil {
+			return err
+		}
+		for _, l := range cb.launches {
+			p := l.p.params
+			off := l.off
+			for i, prm := range l.p.k.Params {
+				copy(p.Slot(i), cb.args[off:off+prm.Size])
+				off += prm.Size
+			}
+			for _, f := range l.fix {
+				p.SetPtr(f.param, cb.constBuf.Add(f.off))
+			}
+			if err := l.p.f.Launch(s, l.grid, l.block, l.shared, p); err != nil {
+				return err
+			}
+		}
+		return cb.end.Record(s)
+	})
+}
+
+// Wait waits for the launches and returns the first error, naming the
+// kernel when the driver reported one at launch.
+func (cb *commandBuffer) Wait() error {
+	if cb.err != nil {
+		return cb.err
+	}
+	d := cb.d
+	return d.do(func() error {
+		err := cb.end.Synchronize()
+		if err == nil {
+			cb.gpu, _ = cb.end.Since(cb.start)
+		}
+		cb.start.Destroy()
+		cb.end.Destroy()
+		if cb.constBuf != 0 {
+			d.c.Free(cb.constBuf)
+		}
+		return err
+	})
+}
+
+// GPUDuration is the time between the command buffer's two events.
+func (cb *commandBuffer) GPUDuration() time.Duration { return cb.gpu }
+
+// encoder records dispatches into its command buffer. Bindings persist
+// across dispatches until changed, as Metal's do.
+type encoder struct {
+	cb   *commandBuffer
+	pipe *pipeline
+	bind [32]binding // [[buffer(i)]]
+	tg   [8]int      // [[threadgroup(i)]] lengths
+}
+
+type binding struct {
+	set   bool
+	ptr   cuda.DevicePtr
+	bytes []byte // setBytes data (a copy), instead of ptr
+}
+
+func (e *encoder) SetPipeline(p metal.Pipeline) { e.pipe = p.(*pipeline) }
+
+func (e *encoder) SetBuffer(i int, b metal.Buffer, off int) {
+	e.bind[i] = binding{set: true, ptr: b.(*buffer).p.Add(off)}
+}
+
+func (e *encoder) SetBytes(i int, v []byte) {
+	e.bind[i] = binding{set: true, bytes: append([]byte(nil), v...)}
+}
+
+func (e *encoder) SetThreadgroupMemory(i, n int) { e.tg[i] = n }
+
+// Dispatch records a launch of groups threadgroups of threads threads with
+// the current bindings, in the order of the entry's parameters.
+func (e *encoder) Dispatch(groups, threads metal.Size) {
+	cb, p := e.cb, e.pipe
+	l := launch{p: p, off: len(cb.args),
+		grid: cuda.Dim3{X: groups.W, Y: groups.H, Z: groups.D}, block: cuda.Dim3{X: threads.W, Y: threads.H, Z: threads.D}}
+	for i, prm := range p.k.Params {
+		cb.args = append(cb.args, make([]byte, prm.Size)...)
+		slot := cb.args[len(cb.args)-prm.Size:]
+		switch prm.Kind {
+		case ptx.Threadgroup:
+			putU32(slot, uint32(l.shared))
+			l.shared += (e.tg[prm.Index] + 15) &^ 15
+		case ptx.Value:
+			b := e.bind[prm.Index]
+			if !b.set || b.bytes == nil || len(b.bytes) > prm.Size {
+				e.fail(fmt.Errorf("cudadev: dispatch %s: [[buffer(%d)]] needs %d bytes of arguments by value", p.k.Name, prm.Index, prm.Size))
+				return
+			}
+			copy(slot, b.bytes)
+		case ptx.Buffer:
+			b := e.bind[prm.Index]
+			switch {
+			case !b.set:
+				e.fail(fmt.Errorf("cudadev: dispatch %s: [[buffer(%d)]] is not bound", p.k.Name, prm.Index))
+				return
+			case b.bytes != nil:
+				off := (len(cb.consts) + 15) &^ 15
+				cb.consts = append(cb.consts[:len(cb.consts):len(cb.consts)], make([]byte, off-len(cb.consts))...)
+				cb.consts = append(cb.consts, b.bytes...)
+				l.fix = append(l.fix, constRef{param: i, off: off})
+			default:
+				putU64(slot, uint64(b.ptr))
+			}
+		}
+	}
+	cb.launches = append(cb.launches, l)
+}
+
+// fail records the first encoding error; Commit then launches nothing.
+func (e *encoder) fail(err error) {
+	if e.cb.err == nil {
+		e.cb.err = err
+	}
+}
+
+func (e *encoder) Barrier() {} // one stream runs its launches in order
+func (e *encoder) End()     {}
+
+func putU32(b []byte, v uint32) { b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24) }
+func putU64(b []byte, v uint64) { putU32(b, uint32(v)); putU32(b[4:], uint32(v>>32)) }

@@ -1,0 +1,96 @@
+//go:build linux && (amd64 || arm64) && !nogpu
+
+package cudadev_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/ingot-llm/ingot/cuda"
+	"github.com/ingot-llm/ingot/cuda/cudatest"
+	"github.com/ingot-llm/ingot/cuda/ptx"
+	"github.com/ingot-llm/ingot/internal/cudadev"
+	"github.com/ingot-llm/ingot/kernels"
+	"github.com/ingot-llm/ingot/metal"
+)
+
+// TestStub runs the seam against the stub driver (no GPU): buffers round
+// trip through device memory; the Metal dispatch code runs an RMSNorm and
+// the stub records its launch with the geometry and parameters the kernel's
+// PTX entry takes (the by-value argument struct, three device addresses, a
+// threadgroup offset); a missing driver is cuda.ErrUnavailable.
+func TestStub(t *testing.T) {
+	d, err := cudadev.Open(cudadev.Options{Library: cudatest.Stub(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Release()
+	buf, err := d.NewBuffer(12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := buf.(metal.HostCopier)
+	if err := h.WriteAt([]byte{1, 2, 3, 4}, 4); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 12)
+	if err := h.ReadAt(got, 0); err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != "\x00\x00\x00\x00\x01\x02\x03\x04\x00\x00\x00\x00" || buf.Contents() != nil {
+		t.Errorf("buffer holds % x", got)
+	}
+	if err := h.ReadAt(got, 4); err == nil {
+		t.Error("a read past the end: no error")
+	}
+	buf.Release()
+
+	b, err := kernels.NewMetal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if !strings.HasPrefix(b.Name(), "cuda:") {
+		t.Errorf("backend name %q", b.Name())
+	}
+	const rows, n = 3, 96
+	x, dst := b.New(rows, n), b.New(rows, n)
+	w, err := b.Upload(kernels.FromF32(make([]float32, n), n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cudatest.Call(t, "stub_reset")
+	b.RMSNorm(dst, x, w, 1e-5)
+	if err := b.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ls := cudatest.Launches(t)
+	if len(ls) != 1 || ls[0].Name != "rmsnorm_f32" {
+		t.Fatalf("launches %+v", ls)
+	}
+	k, _ := ptx.Lookup("rmsnorm_f32")
+	if ls[0].Dims != [7]uint32{rows, 1, 1, n, 1, 1, 4 * 32} {
+		t.Errorf("dims %v", ls[0].Dims)
+	}
+	p := ls[0].Params
+	if len(p) != 8+3*8+4 || len(k.Params) != 5 {
+		t.Fatalf("%d parameter bytes for %s", len(p), k)
+	}
+	if binary.LittleEndian.Uint32(p) != n || math.Float32frombits(binary.LittleEndian.Uint32(p[4:])) != 1e-5 {
+		t.Errorf("arguments % x, want n=%d eps=1e-5", p[:8], n)
+	}
+	ptrs := map[uint64]bool{}
+	for i := range 3 {
+		ptrs[binary.LittleEndian.Uint64(p[8+8*i:])] = true
+	}
+	if len(ptrs) != 3 || ptrs[0] {
+		t.Errorf("device addresses % x: want three distinct", p[8:32])
+	}
+
+	if _, err := cudadev.Open(cudadev.Options{Library: t.TempDir() + "/libcuda.so.1"}); !errors.Is(err, cuda.ErrUnavailable) {
+		t.Errorf("no driver: %v", err)
+	}
+}
