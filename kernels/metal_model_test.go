@@ -39,6 +39,19 @@ func metalEmu(t *testing.T) kernels.Backend {
 
 // load loads dir onto b (nil: a CPU backend) and opens a session of 64
 // tokens; both are closed when the test ends.
+// interpreter opens the metal-emu backend whatever INGOT_TEST_BACKEND says:
+// for tests of the interpreter's own behaviour (no-copy mapping).
+func interpreter(t *testing.T) kernels.Backend {
+	t.Helper()
+	msltest.Require(t)
+	b, err := kernels.Open("metal-emu", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
 func load(t *testing.T, dir string, b kernels.Backend) *model.Session {
 	t.Helper()
 	return loadOpts(t, dir, model.Options{Backend: b}, model.SessionOptions{Context: 64})

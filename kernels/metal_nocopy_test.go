@@ -100,7 +100,7 @@ func TestMetalNoCopyWeights(t *testing.T) {
 				return slices.Clone(out)
 			}
 			got := logits(m)
-			copied := logits(load(t, dir, hideMapper{metalEmu(t)}))
+			copied := logits(load(t, dir, hideMapper{interpreter(t)}))
 			if !slices.Equal(got, copied) {
 				t.Error("logits with weights bound in place differ from logits with copied weights")
 			}
@@ -131,7 +131,7 @@ func TestMetalNoCopyWeights(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(odd, "model.safetensors"), out, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			ob := metalEmu(t).(*kernels.Metal)
+			ob := interpreter(t).(*kernels.Metal)
 			om := load(t, odd, ob)
 			if s := ob.Stats(); s.MappedBytes != 0 || s.CopiedBytes == 0 {
 				t.Errorf("misaligned file: MappedBytes %d, CopiedBytes %d; want 0 and the whole model", s.MappedBytes, s.CopiedBytes)

@@ -36,12 +36,15 @@ const ptxDefines = "-D__METAL_VERSION__=310 -D__HAVE_BFLOAT__=1 -D__INGOT_PTX__=
 
 // ptxFlags compile a unit to PTX ISA 7.0 for sm_70 (Volta): any driver from
 // R450 JITs it for every GPU since. Division and sqrt are IEEE (div.rn,
-// sqrt.rn); contraction into fma is clang's OpenCL default (on).
+// sqrt.rn), and a·b + c is not contracted into an fma, as on the
+// interpreter: a kernel computes the same bits on both, so the interpreter's
+// tests speak for the GPU (an MLX dequantization, float(scale·q) + bias, is
+// exact). Kernels that want an fma call fma().
 var ptxFlags = []string{
 	"-x", "clcpp", "-cl-std=clc++2021", "-cl-no-stdinc",
 	"-Xclang", "-cl-ext=+cl_khr_fp16,+__cl_clang_function_pointers,+__cl_clang_variadic_functions," +
 		"+__opencl_c_generic_address_space,+__opencl_c_program_scope_global_variables",
-	"-cl-fp32-correctly-rounded-divide-sqrt",
+	"-cl-fp32-correctly-rounded-divide-sqrt", "-ffp-contract=off",
 	"--target=nvptx64-nvidia-cuda", "-march=sm_70", "-Xclang", "-target-feature", "-Xclang", "+ptx70",
 	"-O3", "-S", "-ferror-limit=20", "-Wno-unknown-attributes",
 }
