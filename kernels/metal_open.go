@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/ingot-llm/ingot/internal/cudadev"
 	"github.com/ingot-llm/ingot/internal/msl"
@@ -18,7 +19,8 @@ import (
 //     checking the Metal path without a Mac. It needs clang ≥ 16.
 //   - "cuda": the same kernels compiled to PTX and dispatch code on an NVIDIA
 //     GPU (internal/cudadev). Without a driver or a GPU it fails with
-//     cuda.ErrUnavailable.
+//     cuda.ErrUnavailable. INGOT_CUDA_GRAPHS=0 launches every kernel on its
+//     own instead of replaying decode steps as CUDA graphs (to compare).
 func openMetal(name string, threads int) (Backend, error) {
 	var dev metal.Device
 	switch name {
@@ -35,7 +37,7 @@ func openMetal(name string, threads int) (Backend, error) {
 		}
 		dev = d
 	case "cuda":
-		d, err := cudadev.Open(cudadev.Options{})
+		d, err := cudadev.Open(cudadev.Options{NoGraphs: os.Getenv("INGOT_CUDA_GRAPHS") == "0"})
 		if err != nil {
 			return nil, fmt.Errorf("kernels: cuda: %w", err)
 		}

@@ -18,6 +18,10 @@
 //     memory is the launch's dynamic shared memory at offsets.
 //   - Commit launches the recorded dispatches in order on one stream
 //     (barriers are implied) between two events; Wait waits for the second.
+//     A command buffer of the same kernels in the same order as an earlier
+//     one (a decode step: the same ops every token) replays that one's CUDA
+//     graph instead, with the arguments that changed (positions, lengths,
+//     grids) updated in its nodes: one launch instead of hundreds.
 //
 // The driver's context is current on one OS thread: every driver call runs
 // on a goroutine locked to it, which the Device's methods hand their work to,
@@ -51,20 +55,51 @@ type Device struct {
 
 	mu     sync.Mutex
 	pipes  map[string]*pipeline
-	mods   map[string]*cuda.Module // owned by the context's goroutine
 	closed bool
+
+	// owned by the context's goroutine
+	mods     map[string]*cuda.Module
+	graphs   []*graph // most recently used first
+	events   []*cuda.Event
+	noGraphs bool
+}
+
+// maxGraphs is how many decode-step graphs are kept (a step's shape changes
+// with the attention's split as the context grows).
+const maxGraphs = 8
+
+// minGraphLaunches is the fewest launches worth a graph.
+const minGraphLaunches = 8
+
+// graph is an instantiated capture of a command buffer's launches, with the
+// arguments its nodes hold now.
+type graph struct {
+	key    []*pipeline // the kernels, in launch order
+	exec   *cuda.GraphExec
+	nodes  []cuda.GraphNode
+	set    []launchArgs
+	consts cuda.DevicePtr // the constants the nodes point at
+	nconst int
+}
+
+// launchArgs is what a node launches with.
+type launchArgs struct {
+	grid, block cuda.Dim3
+	shared      int
+	args        []byte
 }
 
 // Options configures Open.
 type Options struct {
-	Library string // the driver library; "": $INGOT_CUDA_LIB, else libcuda.so.1
-	Device  int    // the device ordinal
+	Library  string // the driver library; "": $INGOT_CUDA_LIB, else libcuda.so.1
+	Device   int    // the device ordinal
+	NoGraphs bool   // launch every command buffer's kernels one by one (for comparison)
 }
 
 // Open opens device o.Device's primary context on a goroutine of its own.
 // Without a driver or a device the error wraps cuda.ErrUnavailable.
 func Open(o Options) (*Device, error) {
-	d := &Device{work: make(chan func()), done: make(chan struct{}), pipes: map[string]*pipeline{}, mods: map[string]*cuda.Module{}}
+	d := &Device{work: make(chan func()), done: make(chan struct{}), pipes: map[string]*pipeline{}, mods: map[string]*cuda.Module{}, noGraphs: o.NoGraphs}
 	opened := make(chan error, 1)
 	go d.loop(o, opened)
 	if err := <-opened; err != nil {
@@ -99,6 +134,13 @@ func (d *Device) loop(o Options, opened chan<- error) {
 	}
 	for f := range d.work {
 		f()
+	}
+	for _, g := range d.graphs {
+		g.exec.Destroy()
+		d.c.Free(g.consts)
+	}
+	for _, e := range d.events {
+		e.Destroy()
 	}
 	for _, m := range d.mods {
 		m.Unload()
@@ -313,48 +355,200 @@ type constRef struct{ param, off int } // parameter param points at consts[off:]
 func (cb *commandBuffer) Encoder() metal.Encoder { return &encoder{cb: cb} }
 
 // Commit uploads the command buffer's constants and launches its dispatches
-// in order on the device's stream, between two timing events.
+// in order on the device's stream, between two timing events: as a replay of
+// the graph of an earlier command buffer of the same kernels, or one by one.
 func (cb *commandBuffer) Commit() {
 	if cb.err != nil {
 		return // an encoding error: Wait returns it
 	}
 	d := cb.d
 	cb.err = d.do(func() error {
-		c, s := d.c, d.s
 		var err error
-		if cb.start, err = c.NewEvent(); err != nil {
+		if cb.start, err = d.event(); err != nil {
 			return err
 		}
-		if cb.end, err = c.NewEvent(); err != nil {
+		if cb.end, err = d.event(); err != nil {
 			return err
+		}
+		if len(cb.launches) >= minGraphLaunches && !d.noGraphs {
+			return cb.replay()
 		}
 		if len(cb.consts) > 0 {
-			if cb.constBuf, err = c.Alloc(len(cb.consts)); err != nil {
+			if cb.constBuf, err = d.c.Alloc(len(cb.consts)); err != nil {
 				return err
 			}
-			if err := s.CopyHtoD(cb.constBuf, cb.consts); err != nil {
+			if err := d.s.CopyHtoD(cb.constBuf, cb.consts); err != nil {
 				return err
 			}
 		}
-		if err := cb.start.Record(s); err != nil {
+		if err := cb.start.Record(d.s); err != nil {
 			return err
 		}
-		for _, l := range cb.launches {
-			p := l.p.params
-			off := l.off
-			for i, prm := range l.p.k.Params {
-				copy(p.Slot(i), cb.args[off:off+prm.Size])
-				off += prm.Size
-			}
-			for _, f := range l.fix {
-				p.SetPtr(f.param, cb.constBuf.Add(f.off))
-			}
-			if err := l.p.f.Launch(s, l.grid, l.block, l.shared, p); err != nil {
+		for i := range cb.launches {
+			l := &cb.launches[i]
+			if err := l.p.f.Launch(d.s, l.grid, l.block, l.shared, cb.fill(l, cb.constBuf)); err != nil {
 				return err
 			}
 		}
-		return cb.end.Record(s)
+		return cb.end.Record(d.s)
 	})
+}
+
+// fill sets l's pipeline's parameter block to l's arguments, pointing its
+// constants at consts.
+func (cb *commandBuffer) fill(l *launch, consts cuda.DevicePtr) *cuda.Params {
+	p := l.p.params
+	off := l.off
+	for i, prm := range l.p.k.Params {
+		copy(p.Slot(i), cb.args[off:off+prm.Size])
+		off += prm.Size
+	}
+	for _, f := range l.fix {
+		p.SetPtr(f.param, consts.Add(f.off))
+	}
+	return p
+}
+
+// replay launches the command buffer as its graph: found by its kernels'
+// sequence and updated where the arguments differ, or captured now.
+func (cb *commandBuffer) replay() error {
+	d := cb.d
+	g := d.findGraph(cb)
+	if g == nil {
+		var err error
+		if g, err = cb.capture(); err != nil {
+			return err
+		}
+	} else {
+		for i := range cb.launches {
+			l := &cb.launches[i]
+			p := cb.fill(l, g.consts)
+			prev := &g.set[i]
+			if prev.grid == l.grid && prev.block == l.block && prev.shared == l.shared && argsEqual(prev.args, p) {
+				continue
+			}
+			if err := g.exec.SetKernelParams(g.nodes[i], l.p.f, l.grid, l.block, l.shared, p); err != nil {
+				return err
+			}
+			prev.grid, prev.block, prev.shared = l.grid, l.block, l.shared
+			prev.args = appendArgs(prev.args[:0], p)
+		}
+	}
+	if len(cb.consts) > 0 {
+		if err := d.s.CopyHtoD(g.consts, cb.consts); err != nil { // after the last replay, in stream order
+			return err
+		}
+	}
+	if err := cb.start.Record(d.s); err != nil {
+		return err
+	}
+	if err := g.exec.Launch(d.s); err != nil {
+		return err
+	}
+	return cb.end.Record(d.s)
+}
+
+// findGraph returns the graph of cb's kernels sequence, moved to the front,
+// or nil.
+func (d *Device) findGraph(cb *commandBuffer) *graph {
+	for i, g := range d.graphs {
+		if len(g.key) != len(cb.launches) || g.nconst < len(cb.consts) {
+			continue
+		}
+		same := true
+		for j := range g.key {
+			if g.key[j] != cb.launches[j].p {
+				same = false
+				break
+			}
+		}
+		if same {
+			copy(d.graphs[1:i+1], d.graphs[:i])
+			d.graphs[0] = g
+			return g
+		}
+	}
+	return nil
+}
+
+// capture records cb's launches as a new graph (the oldest one goes when
+// maxGraphs are kept).
+func (cb *commandBuffer) capture() (*graph, error) {
+	d := cb.d
+	g := &graph{nconst: max(len(cb.consts), 16)}
+	var err error
+	if g.consts, err = d.c.Alloc(g.nconst); err != nil {
+		return nil, err
+	}
+	if err := d.s.BeginCapture(); err != nil {
+		d.c.Free(g.consts)
+		return nil, err
+	}
+	for i := range cb.launches {
+		l := &cb.launches[i]
+		p := cb.fill(l, g.consts)
+		if err = l.p.f.Launch(d.s, l.grid, l.block, l.shared, p); err != nil {
+			break
+		}
+		var n cuda.GraphNode
+		if n, err = d.s.LastCaptured(); err != nil {
+			break
+		}
+		g.key = append(g.key, l.p)
+		g.nodes = append(g.nodes, n)
+		g.set = append(g.set, launchArgs{grid: l.grid, block: l.block, shared: l.shared, args: appendArgs(nil, p)})
+	}
+	cg, cerr := d.s.EndCapture()
+	if err == nil {
+		err = cerr
+	}
+	if err == nil {
+		g.exec, err = cg.Instantiate()
+		cg.Destroy()
+	}
+	if err != nil {
+		d.c.Free(g.consts)
+		return nil, err
+	}
+	if len(d.graphs) == maxGraphs {
+		old := d.graphs[maxGraphs-1]
+		old.exec.Destroy()
+		d.c.Free(old.consts)
+		d.graphs = d.graphs[:maxGraphs-1]
+	}
+	d.graphs = append([]*graph{g}, d.graphs...)
+	return g, nil
+}
+
+// argsEqual reports whether p's slots hold args (their concatenation).
+func argsEqual(args []byte, p *cuda.Params) bool {
+	off := 0
+	for i := range p.Len() {
+		s := p.Slot(i)
+		if off+len(s) > len(args) || string(args[off:off+len(s)]) != string(s) {
+			return false
+		}
+		off += len(s)
+	}
+	return off == len(args)
+}
+
+// appendArgs appends p's slots to b.
+func appendArgs(b []byte, p *cuda.Params) []byte {
+	for i := range p.Len() {
+		b = append(b, p.Slot(i)...)
+	}
+	return b
+}
+
+// event returns a timing event from the device's pool.
+func (d *Device) event() (*cuda.Event, error) {
+	if n := len(d.events); n > 0 {
+		e := d.events[n-1]
+		d.events = d.events[:n-1]
+		return e, nil
+	}
+	return d.c.NewEvent()
 }
 
 // Wait waits for the launches and returns the first error, naming the
@@ -369,8 +563,7 @@ func (cb *commandBuffer) Wait() error {
 		if err == nil {
 			cb.gpu, _ = cb.end.Since(cb.start)
 		}
-		cb.start.Destroy()
-		cb.end.Destroy()
+		d.events = append(d.events, cb.start, cb.end)
 		if cb.constBuf != 0 {
 			d.c.Free(cb.constBuf)
 		}
@@ -457,5 +650,7 @@ func (e *encoder) fail(err error) {
 func (e *encoder) Barrier() {} // one stream runs its launches in order
 func (e *encoder) End()     {}
 
-func putU32(b []byte, v uint32) { b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24) }
+func putU32(b []byte, v uint32) {
+	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+}
 func putU64(b []byte, v uint64) { putU32(b, uint32(v)); putU32(b[4:], uint32(v>>32)) }

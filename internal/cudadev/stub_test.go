@@ -94,3 +94,54 @@ func TestStub(t *testing.T) {
 		t.Errorf("no driver: %v", err)
 	}
 }
+
+// TestStubGraphs: a command buffer of 8 or more launches runs as a CUDA
+// graph; the next one of the same kernels replays it with the arguments that
+// changed (a different eps, a different grid) updated in the nodes, so the
+// launches the stub runs carry exactly what was encoded each time.
+func TestStubGraphs(t *testing.T) {
+	for _, noGraphs := range []bool{false, true} {
+		d, err := cudadev.Open(cudadev.Options{Library: cudatest.Stub(t), NoGraphs: noGraphs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := kernels.NewMetal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n = 64
+		x, dst := b.New(4, n), b.New(4, n)
+		w, err := b.Upload(kernels.FromF32(make([]float32, n), n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for step, rows := range []int{4, 4, 2} {
+			cudatest.Call(t, "stub_reset")
+			for i := range 10 {
+				eps := float32(i+1) * 1e-3
+				if step == 1 && i == 3 {
+					eps = 0.5
+				}
+				b.RMSNorm(dst.Rows(0, rows), x.Rows(0, rows), w, eps)
+			}
+			if err := b.Sync(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			ls := cudatest.Launches(t)
+			if len(ls) != 10 {
+				t.Fatalf("graphs %v, step %d: %d launches", !noGraphs, step, len(ls))
+			}
+			for i, l := range ls {
+				want := float32(i+1) * 1e-3
+				if step == 1 && i == 3 {
+					want = 0.5
+				}
+				if got := math.Float32frombits(binary.LittleEndian.Uint32(l.Params[4:])); got != want || l.Dims[0] != uint32(rows) {
+					t.Errorf("graphs %v, step %d, launch %d: eps %v over %d rows, want %v over %d", !noGraphs, step, i, got, l.Dims[0], want, rows)
+				}
+			}
+		}
+		b.Close()
+		d.Release()
+	}
+}
