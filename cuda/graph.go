@@ -101,7 +101,9 @@ func (g *Graph) Instantiate() (*GraphExec, error) {
 	return e, nil
 }
 
-// Destroy releases the graph (its instantiations stay valid).
+// Destroy releases the graph. Its instantiations stay valid, but their
+// nodes are the graph's: destroy it only once no SetKernelParams will name
+// them (the driver answers CUDA_ERROR_INVALID_VALUE).
 func (g *Graph) Destroy() error {
 	return g.c.d.check("cuGraphDestroy", call(g.c.d.cuGraphDestroy, g.h))
 }

@@ -448,9 +448,7 @@ func TestGraph(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := g.Destroy(); err != nil {
-		t.Fatal(err)
-	}
+	defer g.Destroy() // not before the updates below: they name its nodes
 	if err := e.Launch(s); err != nil {
 		t.Fatal(err)
 	}

@@ -725,8 +725,14 @@ struct kernel_node_params {
 
 CUresult cuGraphExecKernelNodeSetParams(void *exec, void *node, const struct kernel_node_params *p) {
 	struct obj *e = valid(exec, K_EXEC);
-	if (!e || !valid(node, K_NODE) || !p)
+	if (!e || !p)
 		return INVALID_HANDLE;
+	if (!valid(node, K_NODE)) {
+		for (int i = 0; i < nobjs; i++)
+			if (objs[i] == node)
+				return INVALID_VALUE; // a node of a destroyed graph
+		return INVALID_HANDLE;
+	}
 	for (int i = 0; i < e->nnodes; i++)
 		if (e->nodes[i] == node) {
 			struct launch l;
@@ -740,10 +746,14 @@ CUresult cuGraphExecKernelNodeSetParams(void *exec, void *node, const struct ker
 	return INVALID_VALUE; // not a node of this graph
 }
 
+// cuGraphDestroy also ends its nodes, as the driver does: an instantiation
+// keeps running, but SetParams can no longer name them.
 CUresult cuGraphDestroy(void *graph) {
 	struct obj *g = valid(graph, K_GRAPH);
 	if (!g)
 		return INVALID_HANDLE;
+	for (int i = 0; i < g->nnodes; i++)
+		g->nodes[i]->live = 0;
 	g->live = 0;
 	return OK;
 }

@@ -75,6 +75,7 @@ const minGraphLaunches = 8
 // arguments its nodes hold now.
 type graph struct {
 	key    []*pipeline // the kernels, in launch order
+	g      *cuda.Graph // kept: node updates name its nodes
 	exec   *cuda.GraphExec
 	nodes  []cuda.GraphNode
 	set    []launchArgs
@@ -136,8 +137,7 @@ func (d *Device) loop(o Options, opened chan<- error) {
 		f()
 	}
 	for _, g := range d.graphs {
-		g.exec.Destroy()
-		d.c.Free(g.consts)
+		g.destroy(d)
 	}
 	for _, e := range d.events {
 		e.Destroy()
@@ -503,21 +503,27 @@ func (cb *commandBuffer) capture() (*graph, error) {
 		err = cerr
 	}
 	if err == nil {
-		g.exec, err = cg.Instantiate()
-		cg.Destroy()
+		g.g = cg
+		if g.exec, err = cg.Instantiate(); err != nil {
+			cg.Destroy()
+		}
 	}
 	if err != nil {
 		d.c.Free(g.consts)
 		return nil, err
 	}
 	if len(d.graphs) == maxGraphs {
-		old := d.graphs[maxGraphs-1]
-		old.exec.Destroy()
-		d.c.Free(old.consts)
+		d.graphs[maxGraphs-1].destroy(d)
 		d.graphs = d.graphs[:maxGraphs-1]
 	}
 	d.graphs = append([]*graph{g}, d.graphs...)
 	return g, nil
+}
+
+func (g *graph) destroy(d *Device) {
+	g.exec.Destroy()
+	g.g.Destroy()
+	d.c.Free(g.consts)
 }
 
 // argsEqual reports whether p's slots hold args (their concatenation).
