@@ -16,8 +16,9 @@ import (
 )
 
 // TestChoose: the one chooser of backends. Off Apple silicon "auto" (and "")
-// is the CPU with a reason saying why; "metal" fails with
-// metal.ErrUnavailable; unknown names are an error naming them.
+// is CUDA where an NVIDIA GPU is, else the CPU, with a reason saying why;
+// "metal" fails with metal.ErrUnavailable; unknown names are an error naming
+// them.
 func TestChoose(t *testing.T) {
 	if runtime.GOOS == "darwin" && runtime.GOARCH == "arm64" {
 		t.Skip("on Apple silicon auto may pick Metal: the off-Mac choices are checked elsewhere")
@@ -27,8 +28,10 @@ func TestChoose(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Choose(%q): %v", name, err)
 		}
-		if b.Name() != "cpu" || !strings.Contains(reason, "no Metal or NVIDIA GPU") {
-			t.Errorf("Choose(%q): %s, %q", name, b.Name(), reason)
+		gpu := cudaPresent()
+		if gpu && (!strings.HasPrefix(b.Name(), "cuda:") || !strings.HasPrefix(reason, "cuda: auto;")) ||
+			!gpu && (b.Name() != "cpu" || !strings.Contains(reason, "no Metal or NVIDIA GPU")) {
+			t.Errorf("Choose(%q) with an NVIDIA GPU %v: %s, %q", name, gpu, b.Name(), reason)
 		}
 		b.Close()
 	}
@@ -71,4 +74,14 @@ func TestWeightBytes(t *testing.T) {
 		}
 		m.Close()
 	}
+}
+
+// cudaPresent reports whether an NVIDIA GPU and its driver are here.
+func cudaPresent() bool {
+	b, _, err := kernels.Choose("cuda", 1, 0)
+	if err != nil {
+		return false
+	}
+	b.Close()
+	return true
 }
