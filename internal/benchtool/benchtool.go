@@ -40,7 +40,7 @@ type Result struct {
 	GFLOPs      float64 `json:"gflop_s"`
 	WeightBytes int64   `json:"weight_bytes"`
 	KV          string  `json:"kv"`             // the KV cache's type: f32 or f16
-	BandwidthGB float64 `json:"bandwidth_gb_s"` // the probe (a multi-threaded read of 512 MB) over the test: its bytes ÷ the time they take at each stretch's probe figure (see run)
+	BandwidthGB float64 `json:"bandwidth_gb_s"` // the probe (a multi-threaded read of 512 MB) over the test: its bytes ÷ the time they take at each stretch's probe figure (see run); 0 on GPU backends (no probe)
 
 	// kernel tests (see kernels.go): tok_s is calls per second
 	USPerCall    float64 `json:"us_per_call,omitempty"`
@@ -188,10 +188,15 @@ func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int
 	if dir != "" && !dt.Quantized() {
 		dtype = m.Config.DType + m.Config.TorchDType // as stored
 	}
-	progress(stderr, "measuring memory bandwidth (%d threads)", threads)
-	pool := cpu.NewPool(threads)
-	defer pool.Close()
-	probe := cpu.NewBandwidthProbe(pool, 512<<20)
+	// The probe reads host memory: it bounds the CPU backend's decode, not a
+	// GPU's (their rows leave the bandwidth columns empty).
+	var probe *cpu.BandwidthProbe
+	if b.Name() == "cpu" {
+		progress(stderr, "measuring memory bandwidth (%d threads)", threads)
+		pool := cpu.NewPool(threads)
+		defer pool.Close()
+		probe = cpu.NewBandwidthProbe(pool, 512<<20)
+	}
 
 	rng := rand.New(rand.NewPCG(seed, 7))
 	var results []Result
@@ -284,6 +289,11 @@ func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int
 		results = append(results, res)
 	}
 	fmt.Fprint(stderr, "\r\033[K")
+	for i := range results {
+		if r := &results[i]; probe == nil {
+			r.BandwidthGB, r.BWFraction = 0, 0
+		}
+	}
 	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -297,10 +307,10 @@ func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int
 			if r.GPUUSPerCall > 0 {
 				us += fmt.Sprintf(" (GPU %.1f µs)", r.GPUUSPerCall)
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%.1f\t%.1f\t%.0f%%\t%.1f\t\n", r.Model, r.DType, r.KV, r.Backend, r.Threads, r.Test, us, r.GBs, r.BandwidthGB, 100*r.BWFraction, r.GFLOPs)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%.1f\t%s\t%.1f\t\n", r.Model, r.DType, r.KV, r.Backend, r.Threads, r.Test, us, r.GBs, bwCols(r), r.GFLOPs)
 			continue
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%.2f ± %.2f\t%.1f\t%.1f\t%.0f%%\t%.1f\t\n", r.Model, r.DType, r.KV, r.Backend, r.Threads, r.Test, r.TokS, r.TokSSD, r.GBs, r.BandwidthGB, 100*r.BWFraction, r.GFLOPs)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%.2f ± %.2f\t%.1f\t%s\t%.1f\t\n", r.Model, r.DType, r.KV, r.Backend, r.Threads, r.Test, r.TokS, r.TokSSD, r.GBs, bwCols(r), r.GFLOPs)
 	}
 	return w.Flush()
 }
@@ -325,9 +335,22 @@ func parseDType(s string) (kernels.DType, error) {
 	return 0, fmt.Errorf("-dtype %q: want q4, q8, bf16, f16 or f32", s)
 }
 
-// sample appends n passes of probe to s.
+// bwCols formats the probe's bandwidth and the fraction of it, or dashes
+// where there is no probe (GPU backends).
+func bwCols(r Result) string {
+	if r.BandwidthGB == 0 {
+		return "-\t-"
+	}
+	return fmt.Sprintf("%.1f\t%.0f%%", r.BandwidthGB, 100*r.BWFraction)
+}
+
+// sample appends n passes of probe to s (zeros without a probe).
 func sample(probe *cpu.BandwidthProbe, n int, s []float64) []float64 {
 	for range n {
+		if probe == nil {
+			s = append(s, 0)
+			continue
+		}
 		s = append(s, probe.Sample())
 	}
 	return s
