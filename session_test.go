@@ -7,6 +7,7 @@ import (
 	"iter"
 	"log/slog"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -61,7 +62,11 @@ func collect(seq iter.Seq2[ingot.Token, error]) (ids []int32, err error) {
 // Run it with -race as well.
 func TestConcurrentSessions(t *testing.T) {
 	prompts := []string{"def fib(n):", "class Stack:\n    def push(self", "import os\nimport sys\n\ndef main("}
-	for _, backend := range []string{"cpu", "metal-emu"} {
+	backends := []string{"cpu", "metal-emu"}
+	if b := os.Getenv("INGOT_TEST_BACKEND"); b != "" && !slices.Contains(backends, b) {
+		backends = append(backends, b) // e.g. cuda, on a machine with a GPU
+	}
+	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
 			n := 24
 			if backend == "metal-emu" {
