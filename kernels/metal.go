@@ -27,7 +27,9 @@ import (
 // concurrent use: each goroutine runs its own stream ([Metal.NewStream]).
 type Metal struct {
 	dev    metal.Device
-	ownDev bool // opened by Open: Close releases it
+	ownDev bool        // opened by Open: Close releases it
+	shape  kernelShape // which shape of the hot kernels runs (see matvecNVNames); from the device
+	nv     *nvTable    // the (scale, bias) pairs Upload made for shapeNVIDIA, shared with the streams
 	pipes  map[string]metal.Pipeline
 	bufs   []metal.Buffer // every buffer this backend made, released by Close
 	maps   []*mapping     // host regions wrapped by Map
@@ -49,7 +51,7 @@ type Metal struct {
 		pipe  metal.Pipeline
 		args  [128]byte
 		nargs int
-		bufs  [8]callBuf
+		bufs  [16]callBuf
 		nbufs int
 		tg    [2]int
 	}
@@ -101,7 +103,7 @@ func NewMetal(dev metal.Device) (*Metal, error) {
 	if dev == nil {
 		return nil, fmt.Errorf("kernels: metal: nil device")
 	}
-	m := &Metal{dev: dev, pipes: map[string]metal.Pipeline{}}
+	m := &Metal{dev: dev, pipes: map[string]metal.Pipeline{}, shape: shapeOf(dev), nv: &nvTable{by: map[metal.Buffer][]nvPairs{}}}
 	var err error
 	if m.argmaxOut, err = m.newBuffer(16); err != nil {
 		return nil, err
@@ -113,7 +115,14 @@ func NewMetal(dev metal.Device) (*Metal, error) {
 // buffers, pipeline cache and counters (see [Backend.NewStream]). The device
 // is safe for concurrent use; two streams' command buffers are ordered only
 // among their own.
-func (m *Metal) NewStream() (Backend, error) { return NewMetal(m.dev) }
+func (m *Metal) NewStream() (Backend, error) {
+	s, err := NewMetal(m.dev)
+	if err != nil {
+		return nil, err
+	}
+	s.shape, s.nv = m.shape, m.nv // the kernels m's uploads were made for
+	return s, nil
+}
 
 // Name returns the device's kind and name: "metal:Apple M2",
 // "metal:msl-interpreter", "cuda:NVIDIA H100 80GB HBM3".
@@ -162,9 +171,13 @@ func (m *Metal) alloc(dt DType, shape []int) *Tensor {
 // Upload makes a host weight (1-D or 2-D; f32, f16, bf16 or affine-quantized
 // with f32 scales and biases) usable on the device and returns the device
 // tensor. Bytes inside a region registered with [Metal.Map], at an offset the
-// kernels can read (4-byte aligned; 2 for f16 and bf16), are bound in place;
-// others are copied into a new buffer. Stats.MappedBytes and
-// Stats.CopiedBytes count which path each byte took.
+// kernels can read (4-byte aligned; 2 for f16 and bf16; 16 for the codes of
+// NVIDIA-shaped mat-vecs), are bound in place; others are copied into a new
+// buffer. Stats.MappedBytes and Stats.CopiedBytes count which path each byte
+// took. For NVIDIA-shaped kernels a q4 or q8 matrix also gets its scales and
+// biases as interleaved pairs, 16-bit where they are exact (see
+// matvecNVNames); the f32 scales and biases stay for the other kernels
+// (embedding, prefill).
 func (m *Metal) Upload(t *Tensor) (*Tensor, error) {
 	if _, _, err := checkWeight(t); err != nil { // the same checks as the CPU backend
 		return nil, err
@@ -173,7 +186,12 @@ func (m *Metal) Upload(t *Tensor) (*Tensor, error) {
 		return nil, fmt.Errorf("kernels: upload: %s%v: group size %d is not a multiple of 8 (the metal kernels read 8 codes at a time)", t.DType, t.Shape, t.GroupSize)
 	}
 	d := &Tensor{DType: t.DType, Shape: append([]int(nil), t.Shape...), GroupSize: t.GroupSize}
-	if b, off, ok := m.mapped(t.Data, elemAlign(t.DType)); ok {
+	nv := m.shape == shapeNVIDIA && nvQuant(t)
+	align := elemAlign(t.DType)
+	if nv {
+		align = 16 // matvec_*_nv loads 16 bytes of codes
+	}
+	if b, off, ok := m.mapped(t.Data, align); ok {
 		d.Buf, d.Off = b, off
 		m.stats.MappedBytes += int64(len(t.Data))
 	} else {
@@ -191,6 +209,11 @@ func (m *Metal) Upload(t *Tensor) (*Tensor, error) {
 		}
 		if d.Biases, err = m.Upload(t.Biases); err != nil {
 			return nil, err
+		}
+		if nv {
+			if err := m.makePairs(d, t); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return d, nil

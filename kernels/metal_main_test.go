@@ -118,10 +118,10 @@ func shaderKernels(files []shaders.File) []string {
 // <op>_<weight dtype>_<activation dtype>[_<variant>], lowercase.
 func TestShaderKernelNames(t *testing.T) {
 	names := shaderKernels(shaders.Files())
-	grammar := regexp.MustCompile(`^[a-z]+(_[a-z0-9]+)*_f32$`)
+	grammar := regexp.MustCompile(`^[a-z]+(_[a-z0-9]+)*_f32(_[a-z0-9]+)*$`)
 	for _, n := range names {
 		if !grammar.MatchString(n) {
-			t.Errorf("kernel %s does not follow <op>_<dtype>…_f32", n)
+			t.Errorf("kernel %s does not follow <op>_<dtype>…_f32[_<variant>]", n)
 		}
 	}
 	lib := msltest.Open(t, ShaderFiles()...).Kernels() // the interpreter's library, whatever INGOT_TEST_BACKEND says

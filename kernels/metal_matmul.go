@@ -37,14 +37,37 @@ func init() {
 	}
 }
 
-// MatMuls computes dst[i] = x · w[i]ᵀ, one MatMul per weight.
+// MatMuls computes dst[i] = x · w[i]ᵀ for up to four weights: at L = 1 on
+// NVIDIA-shaped kernels one launch for them all when they share dtype, K and
+// group (see matvecNVNames), else one MatMul per weight.
 func (m *Metal) MatMuls(dst []*Tensor, x *Tensor, w []*Tensor) {
-	if len(dst) != len(w) {
-		panic(fmt.Sprintf("kernels: MatMuls: %d outputs for %d weights", len(dst), len(w)))
+	if len(dst) != len(w) || len(w) > 4 {
+		panic(fmt.Sprintf("kernels: MatMuls: %d outputs for %d weights (at most 4)", len(dst), len(w)))
+	}
+	if m.shape == shapeNVIDIA && x.NumRows() == 1 {
+		for i, wi := range w {
+			mustMatMul("MatMuls", dst[i], x, wi)
+		}
+		if m.matvecNV(dst, x, w) {
+			return
+		}
 	}
 	for i := range w {
 		m.MatMul(dst[i], x, w[i])
 	}
+}
+
+// mustMatMul panics unless w is a 2-D weight (N, K), x (L, K) and dst (L, N),
+// and returns L, N and K.
+func mustMatMul(op string, dst, x, w *Tensor) (L, N, K int) {
+	if len(w.Shape) != 2 || int(w.DType) >= len(matvecNames) {
+		panic(fmt.Sprintf("kernels: %s: weight %s%v is not a 2-D matrix", op, w.DType, w.Shape))
+	}
+	N, K = w.Shape[0], w.Cols()
+	L = x.NumRows()
+	mustShape(op, "x", x, L, K)
+	mustShape(op, "dst", dst, L, N)
+	return L, N, K
 }
 
 // MatMul computes dst (L, N) = x (L, K) · wᵀ for w (N, K) in any [DType].
@@ -53,17 +76,19 @@ func (m *Metal) MatMuls(dst []*Tensor, x *Tensor, w []*Tensor) {
 // mat-vec (matvec_<w>_f32: every weight byte read once, x in registers); L > 1
 // uses the tiled mat-mat (matmul_<w>_f32: 32×32 output tiles with simdgroup 8×8
 // matrices, w dequantized into threadgroup memory and reused by 32 tokens).
-// Both handle any N and K (quantized K is a multiple of the group size).
+// Both handle any N and K (quantized K is a multiple of the group size). On
+// NVIDIA-shaped kernels, L = 1 runs matvec_<w>_f32_nv_<sb>sb where it applies
+// (see matvecNVNames).
 func (m *Metal) MatMul(dst, x, w *Tensor) {
-	N, K := w.Shape[0], w.Cols()
-	if len(w.Shape) != 2 || int(w.DType) >= len(matvecNames) {
-		panic(fmt.Sprintf("kernels: MatMul: weight %s%v is not a 2-D matrix", w.DType, w.Shape))
-	}
-	L := x.NumRows()
-	mustShape("MatMul", "x", x, L, K)
-	mustShape("MatMul", "dst", dst, L, N)
+	L, N, K := mustMatMul("MatMul", dst, x, w)
 	if L == 0 || N == 0 {
 		return
+	}
+	if L == 1 && m.shape == shapeNVIDIA {
+		d1, w1 := [1]*Tensor{dst}, [1]*Tensor{w}
+		if m.matvecNV(d1[:], x, w1[:]) {
+			return
+		}
 	}
 	a := matvecArgs{K: uint32(K), N: uint32(N), GroupSize: uint32(w.GroupSize), L: uint32(L)}
 	if L == 1 {

@@ -112,4 +112,20 @@ struct topk_args {
     uint pad1;
 };
 
+// matvec_nv_args (40 bytes): y_m (N_m) = x (K) · W_mᵀ for up to four matrices
+// of one dtype, K and group (matvec_*_nv). Matrix m's rows are threadgroups
+// [tg_m, tg_(m+1)) (tg_0 = 0; an unused matrix has tg_m = 0xffffffff).
+struct matvec_nv_args {
+    uint K;
+    uint group_shift; // log2 of the group size
+    uint lane_shift;  // log2 of the lanes that share a row (0 … 5)
+    uint n0;
+    uint n1;
+    uint n2;
+    uint n3;
+    uint tg1;
+    uint tg2;
+    uint tg3;
+};
+
 #endif // INGOT_SHADERS_COMMON_H

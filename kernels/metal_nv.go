@@ -1,0 +1,264 @@
+package kernels
+
+import (
+	"math"
+	"math/bits"
+	"sync"
+
+	"github.com/ingot-llm/ingot/kernels/cpu"
+	"github.com/ingot-llm/ingot/metal"
+)
+
+// kernelShape says which shape of the hot kernels a [Metal] backend runs where
+// Apple's and NVIDIA's GPUs want different ones (STYLE §15): both live in
+// shaders/ under names that say so and both run on the interpreter in CI.
+type kernelShape uint8
+
+const (
+	shapeApple  kernelShape = iota // Apple GPUs and the interpreter
+	shapeNVIDIA                    // NVIDIA GPUs (the cuda device); tests force it on the interpreter
+)
+
+// shapeOf returns the kernel shape for dev: NVIDIA's for the cuda device
+// (Kind "cuda"), Apple's for the rest.
+func shapeOf(dev metal.Device) kernelShape {
+	if k, ok := dev.(interface{ Kind() string }); ok && k.Kind() == "cuda" {
+		return shapeNVIDIA
+	}
+	return shapeApple
+}
+
+// The decode mat-vec (MatMul and MatMuls at L = 1) by kernel shape and weight:
+//
+//	weight                          shapeApple                 shapeNVIDIA
+//	q4, q8; groups of 32, 64, 128   matvec_<w>_f32, per weight  matvec_<w>_f32_nv_<sb>sb, up to 4 weights a launch
+//	any other                       matvec_<w>_f32, per weight  matvec_<w>_f32, per weight
+//
+// <sb> is the type of the (scale, bias) pairs Upload made for the NVIDIA
+// kernel: bf16 or f16 where every scale and bias is exact in it (MLX stores
+// them so; the loader widened them to f32), else f32. Prefill (L > 1) runs
+// matmul_<w>_f32 on every device. nvGeom holds the NVIDIA kernel's geometry.
+var matvecNVNames = [2][3]string{
+	{"matvec_q4_f32_nv_bf16sb", "matvec_q4_f32_nv_f16sb", "matvec_q4_f32_nv_f32sb"},
+	{"matvec_q8_f32_nv_bf16sb", "matvec_q8_f32_nv_f16sb", "matvec_q8_f32_nv_f32sb"},
+}
+
+// Types of the (scale, bias) pairs of matvec_*_nv.
+const (
+	sbBF16 = iota // one word: scale in the low half, bias in the high half
+	sbF16         // half2 (scale, bias)
+	sbF32         // float2 (scale, bias)
+)
+
+var sbBytes = [...]int{sbBF16: 4, sbF16: 4, sbF32: 8}
+
+// nvQuant reports whether matvec_*_nv runs t: a 2-D q4 or q8 matrix with
+// groups of 32, 64 or 128 (each lane's 16 bytes of codes lie in one group).
+func nvQuant(t *Tensor) bool {
+	return (t.DType == DTypeQ4 || t.DType == DTypeQ8) && len(t.Shape) == 2 &&
+		(t.GroupSize == 32 || t.GroupSize == 64 || t.GroupSize == 128)
+}
+
+// matvecNVArgs mirrors struct matvec_nv_args in shaders/common.h.
+type matvecNVArgs struct {
+	K, GroupShift, LaneShift uint32
+	N0, N1, N2, N3           uint32
+	TG1, TG2, TG3            uint32
+}
+
+// Constants of shaders/matvec_nv.metal.
+const nvRowsPerThread = 2 // MVNV_RT
+
+// nvGeom is the geometry of a matvec_*_nv launch over rows rows (all its
+// matrices) of K columns, chosen from the design note's H100 figures and the
+// L1's costs, before this kernel ran on one:
+//
+//   - lanes per row: 4. A row's 16-byte pieces go to 4 consecutive lanes (64
+//     contiguous bytes per load instruction, a 128-byte line per iteration for
+//     q4), so a simdgroup has 8 row slots of 2 rows each, 16 rows: an x float4
+//     load serves 2 rows in registers and 8 row slots by one L1 access (x is
+//     re-read from L1 per 16 rows, never from memory per row);
+//   - simdgroups per threadgroup, 1 … 8: they split K, so that a matrix of few
+//     rows still has about 2048 simdgroups in flight (the H100 keeps ~20 per
+//     SM at ~100 registers a thread), each at least one iteration.
+//
+// Both are run-time arguments of one kernel: retuning them needs no new PTX
+// (TestMetalMatVecNVGeometry runs 1 … 32 lanes per row, 1 … 8 simdgroups).
+func nvGeom(dt DType, rows, K int) (laneShift, nsg int) {
+	laneShift = 2
+	lanes := 1 << laneShift
+	cpl, u := 32, 2 // codes per 16-byte load, loads in flight (MVNV U)
+	if dt == DTypeQ8 {
+		cpl, u = 16, 4
+	}
+	step := lanes * u * cpl // columns per iteration
+	groups := (rows + nvRowsPerTG(laneShift) - 1) / nvRowsPerTG(laneShift)
+	nsg = 1
+	for nsg < 8 && groups*nsg < 2048 && K >= 2*nsg*step {
+		nsg *= 2
+	}
+	return laneShift, nsg
+}
+
+// nvGeometry is nvGeom; tests replace it to run every geometry.
+var nvGeometry = nvGeom
+
+// nvRowsPerTG is the rows of a matvec_*_nv threadgroup.
+func nvRowsPerTG(laneShift int) int { return (32 >> laneShift) * nvRowsPerThread }
+
+// nvPairs is the (scale, bias) pairs of one uploaded quantized weight: the
+// f32 scales in bytes [off, end) of their buffer have pairs (of kind) in buf,
+// row for row.
+type nvPairs struct {
+	off, end int
+	buf      metal.Buffer
+	kind     uint8
+}
+
+// nvTable finds the pairs of a weight by its scales; a [Metal] and its streams
+// share one (weights are uploaded once, through the first).
+type nvTable struct {
+	mu sync.RWMutex
+	by map[metal.Buffer][]nvPairs // by the scales' buffer
+}
+
+// makePairs makes the (scale, bias) pairs of the quantized host weight t,
+// uploaded as d, and records them for d (and its row views).
+func (m *Metal) makePairs(d, t *Tensor) error {
+	s, b := t.Scales.F32(), t.Biases.F32()
+	kind := sbKind(s, b)
+	host := make([]byte, len(s)*sbBytes[kind])
+	for i := range s {
+		switch kind {
+		case sbBF16:
+			putU32(host[4*i:], math.Float32bits(s[i])>>16|math.Float32bits(b[i])&0xffff0000)
+		case sbF16:
+			putU32(host[4*i:], uint32(cpu.F32ToF16(s[i]))|uint32(cpu.F32ToF16(b[i]))<<16)
+		default:
+			putU32(host[8*i:], math.Float32bits(s[i]))
+			putU32(host[8*i+4:], math.Float32bits(b[i]))
+		}
+	}
+	buf, err := m.upload(host)
+	if err != nil {
+		return err
+	}
+	m.stats.CopiedBytes += int64(len(host))
+	sc := bufOf("Upload", d.Scales)
+	m.nv.mu.Lock()
+	m.nv.by[sc] = append(m.nv.by[sc], nvPairs{off: d.Scales.Off, end: d.Scales.Off + 4*len(s), buf: buf, kind: kind})
+	m.nv.mu.Unlock()
+	return nil
+}
+
+func putU32(b []byte, v uint32) {
+	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+}
+
+// sbKind returns the narrowest pair type that holds every scale and bias
+// exactly (as the CPU backend's blocked layout chooses).
+func sbKind(s, b []float32) uint8 {
+	bf, f16 := true, true
+	for _, x := range [2][]float32{s, b} {
+		for _, v := range x {
+			bf = bf && math.Float32bits(v)&0xffff == 0
+			f16 = f16 && cpu.F16ToF32(cpu.F32ToF16(v)) == v
+		}
+	}
+	switch {
+	case bf:
+		return sbBF16
+	case f16:
+		return sbF16
+	}
+	return sbF32
+}
+
+// pairsOf returns the buffer, byte offset and kind of the pairs of w, a
+// quantized weight this backend (or the one it is a stream of) uploaded, or
+// false.
+func (m *Metal) pairsOf(w *Tensor) (metal.Buffer, int, uint8, bool) {
+	if !nvQuant(w) || w.Scales == nil {
+		return nil, 0, 0, false
+	}
+	sc, ok := w.Scales.Buf.(metal.Buffer)
+	if !ok {
+		return nil, 0, 0, false
+	}
+	m.nv.mu.RLock()
+	defer m.nv.mu.RUnlock()
+	for _, p := range m.nv.by[sc] {
+		if w.Scales.Off >= p.off && w.Scales.Off < p.end {
+			return p.buf, (w.Scales.Off - p.off) / 4 * sbBytes[p.kind], p.kind, true
+		}
+	}
+	return nil, 0, 0, false
+}
+
+// matvecNV runs dst[i] (1, N_i) = x (1, K) · w[i]ᵀ as one matvec_*_nv launch
+// and reports true, or does nothing and reports false unless every weight has
+// pairs of one kind and they share dtype, K and group size (≤ 4 weights). The
+// caller has checked the shapes.
+func (m *Metal) matvecNV(dst []*Tensor, x *Tensor, w []*Tensor) bool {
+	if len(w) == 0 || len(w) > 4 {
+		return false
+	}
+	var (
+		pb   [4]metal.Buffer
+		po   [4]int
+		kind uint8
+	)
+	w0 := w[0]
+	for i, wi := range w {
+		b, off, k, ok := m.pairsOf(wi)
+		if !ok || wi.DType != w0.DType || wi.Cols() != w0.Cols() || wi.GroupSize != w0.GroupSize || i > 0 && k != kind {
+			return false
+		}
+		pb[i], po[i], kind = b, off, k
+	}
+	K := w0.Cols()
+	a := matvecNVArgs{K: uint32(K), GroupShift: uint32(bits.TrailingZeros(uint(w0.GroupSize))),
+		TG1: math.MaxUint32, TG2: math.MaxUint32, TG3: math.MaxUint32}
+	rows := 0
+	for _, wi := range w {
+		rows += wi.Shape[0]
+	}
+	laneShift, nsg := nvGeometry(w0.DType, rows, K)
+	a.LaneShift = uint32(laneShift)
+	per := nvRowsPerTG(laneShift)
+	ns := [4]*uint32{&a.N0, &a.N1, &a.N2, &a.N3}
+	tgs := [4]*uint32{nil, &a.TG1, &a.TG2, &a.TG3}
+	groups := 0
+	for i, wi := range w {
+		if i > 0 {
+			*tgs[i] = uint32(groups)
+		}
+		*ns[i] = uint32(wi.Shape[0])
+		groups += (wi.Shape[0] + per - 1) / per
+	}
+	if groups == 0 {
+		return true
+	}
+	q := 0 // q4
+	if w0.DType == DTypeQ8 {
+		q = 1
+	}
+	m.begin(matvecNVNames[q][kind])
+	setArgs(m, a)
+	m.in(1, x)
+	for i := range 4 { // unused slots repeat the first matrix: bound, never read
+		j := i
+		if j >= len(w) {
+			j = 0
+		}
+		m.in(2+i, w[j])
+		m.bind(6+i, pb[j], po[j], false)
+		m.out(10+i, dst[j])
+	}
+	m.tgmem(0, 4*nsg*per)
+	m.run(metal.Size{W: groups, H: 1, D: 1}, metal.Size{W: 32 * nsg, H: 1, D: 1})
+	for _, wi := range w {
+		m.stats.WeightBytes += int64(wi.Shape[0]) * int64(wi.DType.RowBytes(K)+K/wi.GroupSize*sbBytes[kind])
+	}
+	return true
+}

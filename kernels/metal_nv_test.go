@@ -1,0 +1,374 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ingot-llm/ingot/internal/msl"
+	"github.com/ingot-llm/ingot/kernels/cpu"
+)
+
+// testMetalNV returns testMetal's backend running the NVIDIA-shaped kernels
+// (on the cuda device it does anyway), before anything is uploaded.
+func testMetalNV(t testing.TB) *Metal {
+	m := testMetal(t)
+	m.shape = shapeNVIDIA
+	return m
+}
+
+func TestMatVecNVArgsLayout(t *testing.T) {
+	if got := unsafe.Sizeof(matvecNVArgs{}); got != 40 {
+		t.Errorf("matvec_nv_args: Go mirror is %d bytes, common.h says 40", got)
+	}
+}
+
+// hostQuantSB is hostQuant with its scales and biases rounded to kind (f32:
+// left as they are), as a checkpoint stores them.
+func hostQuantSB(dt DType, N, K, G int, kind uint8, seed uint64) *Tensor {
+	w := hostQuant(dt, N, K, G, seed)
+	for _, v := range [2][]float32{w.Scales.F32(), w.Biases.F32()} {
+		for i := range v {
+			switch kind {
+			case sbBF16:
+				v[i] = cpu.BF16ToF32(cpu.F32ToBF16(v[i]))
+			case sbF16:
+				v[i] = cpu.F16ToF32(cpu.F32ToF16(v[i]))
+			}
+		}
+	}
+	return w
+}
+
+// affineRef returns x (K) · wᵀ for the affine host weight w (N, K) in float64,
+// from the codes, scales and biases (Σ (s·q + b)·x, no rounding), and each
+// row's error scale Σ |x|·(2^b·|s| + |b|) over its groups.
+func affineRef(w *Tensor, x []float32) (y, scale []float64) {
+	N, K, G, b := w.Shape[0], w.Cols(), w.GroupSize, w.DType.Bits()
+	words := w.U32()
+	s, bs := w.Scales.F32(), w.Biases.F32()
+	y, scale = make([]float64, N), make([]float64, N)
+	for n := range N {
+		for k := range K {
+			bit := (n*K + k) * b
+			q := float64(words[bit/32] >> (bit % 32) & (1<<b - 1))
+			g := n*(K/G) + k/G
+			y[n] += (float64(s[g])*q + float64(bs[g])) * float64(x[k])
+			scale[n] += math.Abs(float64(x[k])) * (float64(int(1)<<b)*math.Abs(float64(s[g])) + math.Abs(float64(bs[g])))
+		}
+	}
+	return y, scale
+}
+
+// checkNV fails t unless got is within float rounding of the exact products,
+// |got − want| ≤ 4·2⁻²⁴·scale per row (the kernel's bound, matvec_nv.metal, is
+// 3·2⁻²⁴·scale per rounding step; accumulation errors largely cancel, and the
+// worst seen over nvCases is 0.65·2⁻²⁴·scale), and every row was written (no
+// NaN). It returns the largest |got − want| in units of 2⁻²⁴·scale.
+func checkNV(t *testing.T, got []float32, want, scale []float64) (worst float64) {
+	t.Helper()
+	bad := 0
+	for n := range want {
+		d := math.Abs(float64(got[n]) - want[n])
+		lim := 4 * 0x1p-24 * scale[n]
+		if r := d / (0x1p-24 * scale[n]); r > worst || math.IsNaN(d) {
+			worst = r
+		}
+		if d > lim || math.IsNaN(d) {
+			if bad++; bad <= 5 {
+				t.Errorf("row %d: got %.8g want %.8g: |diff| %.3g > %.3g NOT OK", n, got[n], want[n], d, lim)
+			}
+		}
+	}
+	return worst
+}
+
+// nan returns n NaNs: outputs start poisoned, so a row the kernel skips fails.
+func nan(n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(math.NaN())
+	}
+	return v
+}
+
+type nvCase struct {
+	dt      DType
+	N, K, G int
+	kind    uint8
+}
+
+func (c nvCase) String() string {
+	return fmt.Sprintf("w=%s/N=%d/K=%d/G=%d/sb=%s", c.dt, c.N, c.K, c.G, [...]string{"bf16", "f16", "f32"}[c.kind])
+}
+
+// nvCases sit at matvec_nv's cutoffs: 16 rows a threadgroup (4 lanes a row,
+// 8 row slots, 2 rows a thread), 256 columns an iteration (q4: 4 lanes × 2
+// loads × 32 codes; q8: 4 × 4 × 16), K one group, K = 64·k for odd k (a
+// partial last iteration, in one of two simdgroups at K = 960), and K large
+// enough that simdgroups split it (4 at K = 1024, 8 from 2048 on, with several
+// iterations each at 8192 and 14336).
+func nvCases() []nvCase {
+	var cs []nvCase
+	for _, dt := range []DType{DTypeQ4, DTypeQ8} {
+		for i, s := range []struct{ N, K, G int }{
+			{1, 64, 64}, {1, 32, 32}, {3, 128, 128}, // K = one group
+			{15, 64, 64}, {16, 256, 64}, {17, 256, 32}, {33, 192, 64}, // N around 16 rows, K one (partial) iteration
+			{7, 320, 64}, {40, 576, 64}, {2, 448, 64}, {31, 960, 64}, // K = 64·k, k odd
+			{48, 1024, 128}, {5, 2048, 64}, // four, eight simdgroups of one iteration
+			{24, 8192, 64}, {3, 14336, 64}, // eight of several (14336: Llama-3-8B's down projection)
+		} {
+			cs = append(cs, nvCase{dt, s.N, s.K, s.G, uint8(i % 3)})
+		}
+	}
+	return cs
+}
+
+func TestMetalMatVecNV(t *testing.T) {
+	m := testMetalNV(t)
+	var worst float64
+	for _, c := range nvCases() {
+		t.Run(c.String(), func(t *testing.T) {
+			hw := hostQuantSB(c.dt, c.N, c.K, c.G, c.kind, uint64(c.N*c.K+int(c.kind)))
+			w, err := m.Upload(hw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, kind, ok := m.pairsOf(w); !ok || kind != c.kind {
+				t.Fatalf("pairs of kind %d (ok %v), want %d", kind, ok, c.kind)
+			}
+			x := randn(c.K, 7)
+			y := put(m, nan(c.N), 1, c.N)
+			m.ResetStats()
+			m.MatMul(y, put(m, x, 1, c.K), w)
+			want, scale := affineRef(hw, x)
+			worst = max(worst, checkNV(t, get(t, m, y), want, scale))
+			if s := m.Stats(); s.Dispatches != 1 {
+				t.Errorf("%d dispatches, want 1", s.Dispatches)
+			}
+		})
+	}
+	t.Logf("worst error %.3g·2⁻²⁴·Σ|x|(2^b|s|+|b|)", worst)
+}
+
+// TestMetalMatVecNVGeometry runs the kernel at every lane count a row can
+// have (1 … 32) and 1 … 8 simdgroups: the host's table picks one, retuning it
+// must not need new kernels.
+func TestMetalMatVecNVGeometry(t *testing.T) {
+	m := testMetalNV(t)
+	defer func(f func(DType, int, int) (int, int)) { nvGeometry = f }(nvGeometry)
+	for _, dt := range []DType{DTypeQ4, DTypeQ8} {
+		hw := hostQuantSB(dt, 37, 1344, 64, sbBF16, 3) // 1344 = 64·21
+		w, err := m.Upload(hw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := randn(1344, 5)
+		want, scale := affineRef(hw, x)
+		for shift := range 6 {
+			for _, nsg := range []int{1, 3, 8} {
+				t.Run(fmt.Sprintf("w=%s/lanes=%d/nsg=%d", dt, 1<<shift, nsg), func(t *testing.T) {
+					nvGeometry = func(DType, int, int) (int, int) { return shift, nsg }
+					y := put(m, nan(37), 1, 37)
+					m.MatMul(y, put(m, x, 1, 1344), w)
+					checkNV(t, get(t, m, y), want, scale)
+				})
+			}
+		}
+	}
+}
+
+// TestMetalMatMulsNV fuses 2, 3 and 4 weights of different N into one launch
+// (q/k/v, gate/up), and falls back to one launch per weight when they differ
+// in group size.
+func TestMetalMatMulsNV(t *testing.T) {
+	m := testMetalNV(t)
+	for _, c := range []struct {
+		dt    DType
+		Ns    []int
+		K     int
+		G     []int
+		kind  uint8
+		calls int64
+	}{
+		{DTypeQ4, []int{33, 7}, 320, []int{64, 64}, sbBF16, 1},
+		{DTypeQ8, []int{64, 16, 16}, 256, []int{64, 64, 64}, sbF16, 1},
+		{DTypeQ4, []int{40, 1, 17, 100}, 576, []int{32, 32, 32, 32}, sbF32, 1},
+		{DTypeQ8, []int{16, 5, 3, 48}, 1024, []int{128, 128, 128, 128}, sbBF16, 1},
+		{DTypeQ4, []int{20, 9}, 256, []int{64, 128}, sbBF16, 2}, // groups differ: two launches
+	} {
+		t.Run(fmt.Sprintf("w=%s/N=%v/K=%d/G=%v", c.dt, c.Ns, c.K, c.G), func(t *testing.T) {
+			x := randn(c.K, 11)
+			xd := put(m, x, 1, c.K)
+			var hws, ws, ys []*Tensor
+			for i, N := range c.Ns {
+				hw := hostQuantSB(c.dt, N, c.K, c.G[i], c.kind, uint64(17*i+N))
+				w, err := m.Upload(hw)
+				if err != nil {
+					t.Fatal(err)
+				}
+				hws, ws, ys = append(hws, hw), append(ws, w), append(ys, put(m, nan(N), 1, N))
+			}
+			m.ResetStats()
+			m.MatMuls(ys, xd, ws)
+			if s := m.Stats(); s.Dispatches != c.calls {
+				t.Errorf("%d dispatches, want %d", s.Dispatches, c.calls)
+			}
+			for i := range ws {
+				want, scale := affineRef(hws[i], x)
+				checkNV(t, get(t, m, ys[i]), want, scale)
+			}
+		})
+	}
+}
+
+// TestMetalMatVecNVViews multiplies with row views of a weight and of x and
+// dst (offsets into shared buffers): the pairs follow the view.
+func TestMetalMatVecNVViews(t *testing.T) {
+	m := testMetalNV(t)
+	hw := hostQuantSB(DTypeQ4, 96, 512, 64, sbF16, 3)
+	w, err := m.Upload(hw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := randn(3*512, 4)
+	xd := put(m, x, 3, 512)
+	want, scale := affineRef(hw, x[512:1024])
+	part := put(m, nan(2*32), 2, 32)
+	m.MatMul(part.Rows(1, 2), xd.Rows(1, 2), w.Rows(32, 64))
+	m.MatMuls([]*Tensor{part.Rows(0, 1)}, xd.Rows(1, 2), []*Tensor{w.Rows(64, 96)})
+	got := get(t, m, part)
+	checkNV(t, got[32:], want[32:64], scale[32:64])
+	checkNV(t, got[:32], want[64:], scale[64:])
+}
+
+// TestMetalMatMulNVFallback: other dtypes and groups, and L > 1, keep the
+// Apple-shaped and tiled kernels on an NVIDIA-shaped backend, and match the
+// CPU reference there.
+func TestMetalMatMulNVFallback(t *testing.T) {
+	m := testMetalNV(t)
+	for _, c := range []struct {
+		dt      DType
+		L, N, K int
+		G       int
+	}{
+		{DTypeQ4, 1, 9, 256, 16}, // a group the NVIDIA kernel does not take
+		{DTypeQ6, 1, 9, 256, 64},
+		{DTypeQ8, 3, 17, 128, 64}, // prefill
+		{DTypeF16, 1, 9, 64, 0},
+	} {
+		t.Run(fmt.Sprintf("w=%s/L=%d/G=%d", c.dt, c.L, c.G), func(t *testing.T) {
+			var hw *Tensor
+			var wf []float32
+			if c.dt.Quantized() {
+				hw = hostQuant(c.dt, c.N, c.K, c.G, 5)
+				wf = dequant(hw)
+			} else {
+				hw, wf = hostFloat(c.dt, c.N, c.K, 5)
+			}
+			w, err := m.Upload(hw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, _, ok := m.pairsOf(w); ok != (c.dt == DTypeQ8) {
+				t.Fatalf("pairs made: %v, want %v (only for weights the NVIDIA kernel runs)", ok, !ok)
+			}
+			x := randn(c.L*c.K, 6)
+			want := make([]float32, c.L*c.N)
+			cpuRef(func(cb *CPU) {
+				wc, _ := cb.Upload(FromF32(wf, c.N, c.K))
+				cb.MatMul(FromF32(want, c.L, c.N), FromF32(x, c.L, c.K), wc)
+			})
+			y := m.New(c.L, c.N)
+			m.MatMul(y, put(m, x, c.L, c.K), w)
+			closeTo(t, get(t, m, y), want, matmulTol)
+		})
+	}
+}
+
+// TestMetalMapNV: codes the NVIDIA-shaped kernel reads 16 bytes at a time
+// are bound in place only at 16-byte aligned offsets of a mapped region, and
+// copied at others (that the Apple-shaped kernels map).
+func TestMetalMapNV(t *testing.T) {
+	pg := os.Getpagesize()
+	region, err := unix.Mmap(-1, 0, 4*pg, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(region)
+	const N, K = 16, 256
+	hw := hostQuantSB(DTypeQ4, N, K, 64, sbBF16, 8)
+	x := randn(K, 2)
+	want, scale := affineRef(hw, x)
+	for _, c := range []struct {
+		off    int
+		mapped bool
+	}{{16, true}, {pg + 4, false}, {2*pg + 48, true}} {
+		t.Run(fmt.Sprintf("off=%d", c.off), func(t *testing.T) {
+			m := testMetalNV(t)
+			if _, ok := m.dev.(*msl.Device); !ok {
+				t.Skip("the device cannot map host memory")
+			}
+			unmap, err := m.Map(region, 4*pg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unmap()
+			h := *hw
+			h.Data = region[c.off : c.off+len(hw.Data) : c.off+len(hw.Data)]
+			copy(h.Data, hw.Data)
+			w, err := m.Upload(&h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := m.Stats().MappedBytes == int64(len(hw.Data)); got != c.mapped {
+				t.Errorf("codes mapped: %v, want %v", got, c.mapped)
+			}
+			y := put(m, nan(N), 1, N)
+			m.MatMul(y, put(m, x, 1, K), w)
+			checkNV(t, get(t, m, y), want, scale)
+		})
+	}
+}
+
+// BenchmarkMetalMatVecNV measures the NVIDIA-shaped mat-vec, alone and fused
+// (q/k/v), on weights small enough to stay in a GPU's L2: the rate a launch
+// runs at with its fixed costs. `ingot bench -backend cuda -test mv,mvf`
+// measures memory-bound rates on model shapes. On the interpreter the numbers
+// only prove the path runs.
+func BenchmarkMetalMatVecNV(b *testing.B) {
+	m := testMetalNV(b)
+	for _, dt := range []DType{DTypeQ4, DTypeQ8} {
+		for _, Ns := range [][]int{{768}, {256, 64, 64}} {
+			const K = 256
+			b.Run(fmt.Sprintf("w=%s/N=%v/K=%d", dt, Ns, K), func(b *testing.B) {
+				var ws, ys []*Tensor
+				for i, N := range Ns {
+					w, err := m.Upload(hostQuantSB(dt, N, K, 64, sbBF16, uint64(i)))
+					if err != nil {
+						b.Fatal(err)
+					}
+					ws, ys = append(ws, w), append(ys, m.New(1, N))
+				}
+				x := put(m, randn(K, 2), 1, K)
+				m.ResetStats()
+				m.MatMuls(ys, x, ws)
+				b.SetBytes(m.Stats().WeightBytes)
+				b.ReportAllocs()
+				m.ResetStats()
+				for b.Loop() {
+					m.MatMuls(ys, x, ws)
+					if err := m.Sync(b.Context()); err != nil {
+						b.Fatal(err)
+					}
+				}
+				s := m.Stats()
+				b.ReportMetric(float64(s.GPUTime.Nanoseconds())/float64(max(s.CommandBuffers, 1)), "gpu-ns/op")
+			})
+		}
+	}
+}

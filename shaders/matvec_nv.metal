@@ -1,0 +1,226 @@
+// matvec_nv.metal: decode mat-vecs shaped for NVIDIA GPUs (the cuda backend);
+// shaders/matvec.metal holds the Apple-shaped ones, and package kernels picks
+// per device in one table (kernels/metal_nv.go).
+//
+// matvec_<q4|q8>_f32_nv_<bf16|f16|f32>sb: y_m (N_m) = x (K) · W_mᵀ for up to
+// four MLX affine matrices W_m (N_m, K) of one bit width, K and group size G
+// (q/k/v, gate/up: one launch), w = scale·q + bias per group. The codes are
+// MLX's, unchanged (row-major, code i of a row in bits [i·b, (i+1)·b) of its
+// little-endian words), so the embedding kernels still read a tied table; the
+// (scale, bias) of each group are one interleaved pair of the type the name
+// says (a layout the host makes at upload: pairs[n·K/G + g]).
+//
+// Shape (where the Apple kernel takes 4 bytes of codes and 8 scalar x per lane):
+//   - loads are 16 bytes: a lane takes 16 bytes of a row's codes (32 4-bit or
+//     16 8-bit codes, CPL), x as float4s, a pair as one word (16-bit pairs);
+//   - lanes = 2^lane_shift consecutive lanes share a row and take consecutive
+//     16-byte pieces of it (coalesced); the 32/lanes lane slots of a simdgroup
+//     hold different rows, each lane MVNV_RT of them (rows rs, rs + 32/lanes,
+//     …), so an x load serves MVNV_RT rows in registers and 32/lanes rows
+//     across the lanes that share its address;
+//   - before it uses any, a lane issues U = 2 (q4) or 4 (q8) loads per row, so
+//     U·16 bytes of codes and U pairs of each of its MVNV_RT rows are in
+//     flight; the loops have constant trip counts and are unrolled, so nothing
+//     indexes a private array at run time (no local memory in the PTX);
+//   - the simdgroups of a threadgroup split K (iteration i of lanes·U·CPL
+//     columns goes to simdgroup i mod nsg), so a small matrix still fills the
+//     GPU; their partial sums meet in threadgroup memory.
+//
+// Grid: one threadgroup per (32/lanes)·MVNV_RT rows, matrix m's threadgroups
+// from tg_m on (tg_0 = 0; unused matrices: tg_m = 0xffffffff); nsg simdgroups
+// (the host's table, kernels/metal_nv.go, picks lanes and nsg).
+//
+// Dequantization without int→float conversion: as_type<float>(0x3f800000 |
+// q << (23 − b)) = 1 + q/2^b exactly (q < 2^b fills the top b mantissa bits),
+// so with m = 1 + q/2^b, per lane piece (it never straddles a group: CPL
+// divides G): Σ (s·q + b)·x = s·2^b·(Σ m·x − Σ x) + b·Σ x. Σ x is computed once
+// per piece for all rows (the bias fold) and s, b are applied once per piece.
+// Error bound: Σ m·x and Σ x round relative to Σ|m·x| ≤ 2·Σ|x| and Σ|x|, and
+// both are scaled by 2^b·|s|, so the result's rounding error is at most
+// γ·Σ|x|·(3·2^b·|s| + |b|) where the direct Σ (s·q + b)·x has
+// γ·Σ|x|·((2^b − 1)·|s| + |b|) (γ: the accumulation's relative rounding):
+// at most 3.2× (1.7 bits) more, 2.4× for centred MLX groups (b ≈ −2^(b−1)·s).
+// Float accumulation order differs from the CPU reference (lane pieces, a
+// butterfly over the lanes of a row, then the simdgroups in order).
+#include <metal_stdlib>
+#include "common.h"
+using namespace metal;
+
+#define MVNV_RT 2 // rows per thread
+
+// mvnv_sb widens one (scale, bias) pair: bf16 pairs are a word (scale in the
+// low half), f16 pairs a half2, f32 pairs a float2.
+inline float2 mvnv_sb(uint p) { return float2(as_type<float>(p << 16), as_type<float>(p & 0xffff0000u)); }
+inline float2 mvnv_sb(half2 p) { return float2(p); }
+inline float2 mvnv_sb(float2 p) { return p; }
+
+// mvnv_m4 returns codes j0 … j0+3 of the word w as 1 + q/2^BITS.
+template <int BITS>
+inline float4 mvnv_m4(uint w, uint j0) {
+    const uint mask = (1u << BITS) - 1;
+    return float4(
+        as_type<float>(0x3f800000u | (((w >> (BITS * j0)) & mask) << (23 - BITS))),
+        as_type<float>(0x3f800000u | (((w >> (BITS * (j0 + 1))) & mask) << (23 - BITS))),
+        as_type<float>(0x3f800000u | (((w >> (BITS * (j0 + 2))) & mask) << (23 - BITS))),
+        as_type<float>(0x3f800000u | (((w >> (BITS * (j0 + 3))) & mask) << (23 - BITS))));
+}
+
+// mvnv_step runs one iteration of a lane: columns k0 + (u·lanes + c)·CPL for
+// u < U, of its MVNV_RT rows (codes at byte wrow[r] of w, pairs at sbrow[r] of
+// sb). GUARD: the iteration may pass K (the last one); pieces past K add 0.
+template <int BITS, typename P, bool GUARD>
+inline void mvnv_step(
+        device const uchar * w, device const P * sb, device const float * x,
+        thread const ulong * wrow, thread const uint * sbrow,
+        uint k0, uint K, uint gshift, uint lanes, uint c,
+        thread float * acc) {
+    constexpr uint CPL = 128 / BITS;          // codes per 16-byte load
+    constexpr uint U = BITS == 4 ? 2 : 4;     // loads per row in flight
+    constexpr float SCALE = float(1u << BITS);
+    uint4  q[U][MVNV_RT];
+    float2 ab[U][MVNV_RT];
+    uint   col[U];
+    // Issue every load of the iteration first.
+    #pragma unroll
+    for (uint u = 0; u < U; u++) {
+        col[u] = k0 + (u * lanes + c) * CPL;
+        const bool ok = !GUARD || col[u] < K;
+        #pragma unroll
+        for (uint r = 0; r < MVNV_RT; r++) {
+            q[u][r] = ok ? *(device const uint4 *)(w + wrow[r] + col[u] / 8 * BITS) : uint4(0);
+            ab[u][r] = ok ? mvnv_sb(sb[sbrow[r] + (col[u] >> gshift)]) : float2(0.0f);
+        }
+    }
+    #pragma unroll
+    for (uint u = 0; u < U; u++) {
+        const bool ok = !GUARD || col[u] < K;
+        device const float4 * xp = (device const float4 *)(x + col[u]);
+        float4 xv[CPL / 4];
+        float4 s4 = float4(0.0f);
+        #pragma unroll
+        for (uint i = 0; i < CPL / 4; i++) {
+            xv[i] = ok ? xp[i] : float4(0.0f);
+            s4 += xv[i];
+        }
+        const float sx = (s4.x + s4.y) + (s4.z + s4.w);
+        #pragma unroll
+        for (uint r = 0; r < MVNV_RT; r++) {
+            float4 d4 = float4(0.0f);
+            #pragma unroll
+            for (uint i = 0; i < CPL / 4; i++) {
+                // codes 4i … 4i+3: word 4i/(32/BITS), from code 4i mod (32/BITS)
+                const uint wd = q[u][r][i * BITS / 8];
+                d4 = fma(mvnv_m4<BITS>(wd, (4 * i) % (32 / BITS)), xv[i], d4);
+            }
+            const float dm = (d4.x + d4.y) + (d4.z + d4.w);
+            acc[r] = fma(ab[u][r].x * SCALE, dm - sx, fma(ab[u][r].y, sx, acc[r]));
+        }
+    }
+}
+
+template <int BITS, typename P>
+kernel void matvec_q_nv(
+        constant matvec_nv_args & args [[buffer(0)]],
+        device const float   * x      [[buffer(1)]],
+        device const uchar   * w0     [[buffer(2)]],
+        device const uchar   * w1     [[buffer(3)]],
+        device const uchar   * w2     [[buffer(4)]],
+        device const uchar   * w3     [[buffer(5)]],
+        device const P       * sb0    [[buffer(6)]],
+        device const P       * sb1    [[buffer(7)]],
+        device const P       * sb2    [[buffer(8)]],
+        device const P       * sb3    [[buffer(9)]],
+        device       float   * y0     [[buffer(10)]],
+        device       float   * y1     [[buffer(11)]],
+        device       float   * y2     [[buffer(12)]],
+        device       float   * y3     [[buffer(13)]],
+        threadgroup  float   * part   [[threadgroup(0)]],
+        uint   tg   [[threadgroup_position_in_grid]],
+        ushort sg   [[simdgroup_index_in_threadgroup]],
+        ushort nsg  [[simdgroups_per_threadgroup]],
+        ushort lane [[thread_index_in_simdgroup]]) {
+    constexpr uint CPL = 128 / BITS;
+    constexpr uint U = BITS == 4 ? 2 : 4;
+    // The matrix of this threadgroup (uniform over it). Every field is read
+    // up front: selecting among loads would make clang select their
+    // addresses, and put the arguments in local memory.
+    const uint tg1 = args.tg1, tg2 = args.tg2, tg3 = args.tg3;
+    const uint n0 = args.n0, n1 = args.n1, n2 = args.n2, n3 = args.n3;
+    const bool m1 = tg >= tg1, m2 = tg >= tg2, m3 = tg >= tg3;
+    const uint t0 = m3 ? tg3 : m2 ? tg2 : m1 ? tg1 : 0;
+    const uint N = m3 ? n3 : m2 ? n2 : m1 ? n1 : n0;
+    device const uchar * w = m3 ? w3 : m2 ? w2 : m1 ? w1 : w0;
+    device const P * sb = m3 ? sb3 : m2 ? sb2 : m1 ? sb1 : sb0;
+    device float * y = m3 ? y3 : m2 ? y2 : m1 ? y1 : y0;
+    const uint K = args.K;
+    const uint lanes = 1u << args.lane_shift;  // lanes per row
+    const uint rl = 32u >> args.lane_shift;    // row slots per simdgroup
+    const uint c = lane & (lanes - 1), rs = lane >> args.lane_shift;
+    const uint rows = rl * MVNV_RT;            // rows per threadgroup
+    const uint r0 = (tg - t0) * rows;
+    const uint rb = K / 8 * BITS, ng = K >> args.group_shift;
+    ulong wrow[MVNV_RT];
+    uint  sbrow[MVNV_RT];
+    float acc[MVNV_RT];
+    #pragma unroll
+    for (uint r = 0; r < MVNV_RT; r++) {
+        const uint n = min(r0 + rs + rl * r, N - 1); // rows past N read row N−1, and are not written
+        wrow[r] = (ulong)n * rb;
+        sbrow[r] = n * ng;
+        acc[r] = 0.0f;
+    }
+    const uint step = lanes * U * CPL; // columns per iteration
+    uint k0 = sg * step;
+    for (; k0 + step <= K; k0 += nsg * step) {
+        mvnv_step<BITS, P, false>(w, sb, x, wrow, sbrow, k0, K, args.group_shift, lanes, c, acc);
+    }
+    if (k0 < K) { // the partial last iteration, in at most one simdgroup
+        mvnv_step<BITS, P, true>(w, sb, x, wrow, sbrow, k0, K, args.group_shift, lanes, c, acc);
+    }
+    // Sum the lanes of each row: a butterfly over the low lane bits.
+    #pragma unroll
+    for (uint r = 0; r < MVNV_RT; r++) {
+        for (uint s = 1; s < lanes; s <<= 1) {
+            acc[r] += simd_shuffle_xor(acc[r], ushort(s));
+        }
+    }
+    if (nsg == 1) {
+        if (c == 0) {
+            #pragma unroll
+            for (uint r = 0; r < MVNV_RT; r++) {
+                const uint n = r0 + rs + rl * r;
+                if (n < N) {
+                    y[n] = acc[r];
+                }
+            }
+        }
+        return;
+    }
+    // Sum the simdgroups' partials in order.
+    if (c == 0) {
+        #pragma unroll
+        for (uint r = 0; r < MVNV_RT; r++) {
+            part[sg * rows + rs + rl * r] = acc[r];
+        }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    for (uint i = sg * 32 + lane; i < rows; i += nsg * 32) {
+        float s = part[i];
+        for (uint j = 1; j < nsg; j++) {
+            s += part[j * rows + i];
+        }
+        if (r0 + i < N) {
+            y[r0 + i] = s;
+        }
+    }
+}
+
+typedef decltype(matvec_q_nv<4, uint>) matvec_nv_bf16sb_t;
+typedef decltype(matvec_q_nv<4, half2>) matvec_nv_f16sb_t;
+typedef decltype(matvec_q_nv<4, float2>) matvec_nv_f32sb_t;
+template [[host_name("matvec_q4_f32_nv_bf16sb")]] kernel matvec_nv_bf16sb_t matvec_q_nv<4, uint>;
+template [[host_name("matvec_q4_f32_nv_f16sb")]]  kernel matvec_nv_f16sb_t  matvec_q_nv<4, half2>;
+template [[host_name("matvec_q4_f32_nv_f32sb")]]  kernel matvec_nv_f32sb_t  matvec_q_nv<4, float2>;
+template [[host_name("matvec_q8_f32_nv_bf16sb")]] kernel matvec_nv_bf16sb_t matvec_q_nv<8, uint>;
+template [[host_name("matvec_q8_f32_nv_f16sb")]]  kernel matvec_nv_f16sb_t  matvec_q_nv<8, half2>;
+template [[host_name("matvec_q8_f32_nv_f32sb")]]  kernel matvec_nv_f32sb_t  matvec_q_nv<8, float2>;
