@@ -49,7 +49,7 @@ type Result struct {
 
 // test is "pp512" (prefill 512 tokens), "tg128" (decode 128 tokens one by
 // one), either after a context of depth tokens ("tg128@d1024", as llama-bench's
-// -d), or a kernel test (see kernels.go: mv, mvc, mm512, norm, rope, attn512).
+// -d), or a kernel test (see kernels.go: mv, mvc, mvf, mm512, norm, rope, attn512).
 type test struct {
 	name    string
 	prefill bool
@@ -63,7 +63,7 @@ func parseTests(s string) ([]test, error) {
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
 		switch f {
-		case "mv", "mvc", "norm", "rope":
+		case "mv", "mvc", "mvf", "norm", "rope":
 			ts = append(ts, test{name: f, kernel: true})
 			continue
 		}
@@ -72,7 +72,7 @@ func parseTests(s string) ([]test, error) {
 		kind := spec[:len(spec)-len(num)]
 		n, err := strconv.Atoi(num)
 		if err != nil || n <= 0 {
-			return nil, fmt.Errorf("-test %q: want ppN, tgN, mv, mvc, mmN, norm, rope or attnN with N > 0", f)
+			return nil, fmt.Errorf("-test %q: want ppN, tgN, mv, mvc, mvf, mmN, norm, rope or attnN with N > 0", f)
 		}
 		d := 0
 		if deep {
@@ -86,7 +86,7 @@ func parseTests(s string) ([]test, error) {
 		case "mm", "attn":
 			ts = append(ts, test{name: f, kernel: true, n: n})
 		default:
-			return nil, fmt.Errorf("-test %q: want ppN, tgN, mv, mvc, mmN, norm, rope or attnN", f)
+			return nil, fmt.Errorf("-test %q: want ppN, tgN, mv, mvc, mvf, mmN, norm, rope or attnN", f)
 		}
 	}
 	return ts, nil
@@ -100,7 +100,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("model", "", "model directory (default: a synthetic model, see -shape)")
 	shape := fs.String("shape", "llama-3.2-1b", "synthetic model shape: "+strings.Join(model.ShapeNames(), ", "))
 	dtype := fs.String("dtype", "q4", "weights: q4, q8, bf16, f16 or f32 (with -model: quantize on load to q4/q8, else as stored)")
-	tests := fs.String("test", "pp512,tg128", "comma-separated tests: ppN (prefill N tokens), tgN (decode N tokens), either with @dM after a context of M tokens (tg128@d1024); kernels: mv (mat-vecs), mvc (mat-vecs with the weights in cache), mmN (mat-mats at L=N), norm, rope, attnN (decode attention over N positions)")
+	tests := fs.String("test", "pp512,tg128", "comma-separated tests: ppN (prefill N tokens), tgN (decode N tokens), either with @dM after a context of M tokens (tg128@d1024); kernels: mv (mat-vecs), mvc (mat-vecs with the weights in cache), mvf (q/k/v and gate/up mat-vecs, one call each), mmN (mat-mats at L=N), norm, rope, attnN (decode attention over N positions)")
 	threads := fs.Int("threads", 0, "CPU threads (0: all physical cores)")
 	reps := fs.Int("reps", 3, "repetitions per test")
 	backend := fs.String("backend", "cpu", "backend: cpu, metal, metal-emu (the MSL interpreter: slow) or auto")

@@ -88,10 +88,11 @@ func TestParseTests(t *testing.T) {
 }
 
 // TestKernelRows runs each kernel test on a small shape: one row per matrix
-// (mv, mmN) or op, with positive rates and the test:shape names.
+// (mv, mmN), fused group (mvf) or op, with positive rates and the test:shape
+// names.
 func TestKernelRows(t *testing.T) {
 	var out, errb bytes.Buffer
-	code := Main(context.Background(), []string{"-shape", "qwen2.5-0.5b", "-dtype", "q8", "-test", "mv,mvc,mm16,norm,rope,attn32", "-reps", "1", "-threads", "2", "-json"}, &out, &errb)
+	code := Main(context.Background(), []string{"-shape", "qwen2.5-0.5b", "-dtype", "q8", "-test", "mv,mvc,mvf,mm16,norm,rope,attn32", "-reps", "1", "-threads", "2", "-json"}, &out, &errb)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
@@ -132,8 +133,8 @@ func TestKernelRows(t *testing.T) {
 			t.Errorf("mvc %s: %v for mv %v", what, c, mv) // lm_head (V rows) outgrows any L2
 		}
 	}
-	// q, kv, o, gate/up, down, lm_head; mm skips lm_head
-	if count["mv"] != 6 || count["mvc"] != 6 || count["mm16"] != 5 || count["norm"] != 1 || count["rope"] != 1 || count["attn32"] != 1 {
+	// q, kv, o, gate/up, down, lm_head; mm skips lm_head; mvf fuses qkv and gate+up
+	if count["mv"] != 6 || count["mvc"] != 6 || count["mvf"] != 2 || count["mm16"] != 5 || count["norm"] != 1 || count["rope"] != 1 || count["attn32"] != 1 {
 		t.Errorf("rows per test %v", count)
 	}
 }

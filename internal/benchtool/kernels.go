@@ -23,6 +23,8 @@ import (
 //	        the threads' L2 caches, called again and again: the rate a call
 //	        runs at (its fixed costs included) when memory does not hold it
 //	        back
+//	mvf     the fused mat-vecs of a decode step, q/k/v and gate/up, each one
+//	        MatMuls call (one launch on the cuda backend), rotating as mv
 //	mmN     the same matrices at L = N (prefill mat-mat): GFLOP/s
 //	norm    RMSNorm of one (1, D) row
 //	rope    RoPE of one token's query heads
@@ -31,7 +33,9 @@ import (
 // Rows are named test:shape, e.g. "mv:q 2048x2048". Rates come from the wall
 // clock around R calls and one Sync; on a device backend that keeps statistics
 // (Metal), gpu_ms is the device time per call from the command buffers' GPU
-// timestamps.
+// timestamps, and the weight bytes per call are those its kernels read (the
+// cuda backend's q4/q8 mat-vecs read 16-bit scale/bias pairs, not the f32
+// scales and biases of the uploaded tensor).
 func isKernelTest(name string) bool {
 	for _, p := range []string{"mv", "mm", "norm", "rope", "attn"} {
 		if strings.HasPrefix(name, p) {
@@ -113,6 +117,44 @@ func kernelTests(ctx context.Context, b kernels.Backend, cfg *model.Config, dt, 
 					i++
 				}})
 		}
+	case name == "mvf":
+		for _, g := range []struct {
+			what string
+			Ns   []int
+			K    int
+		}{{"qkv", []int{H * Dh, Hkv * Dh, Hkv * Dh}, D}, {"gate+up", []int{F, F}, D}} {
+			var sets [][]*kernels.Tensor // copies of the weights, rotated as mv's
+			for bytes := 0; len(sets) == 0 || bytes < 96<<20; {
+				var set []*kernels.Tensor
+				for j, N := range g.Ns {
+					w, err := b.Upload(model.SyntheticMatrix(dt, N, g.K, seed+uint64(4*len(sets)+j)))
+					if err != nil {
+						return nil, err
+					}
+					set = append(set, w)
+					bytes += kernels.WeightBytes(w)
+				}
+				sets = append(sets, set)
+			}
+			x, err := vec(1, g.K)
+			if err != nil {
+				return nil, err
+			}
+			var dsts []*kernels.Tensor
+			var shape []string
+			var bytes, flops float64
+			for j, N := range g.Ns {
+				dsts = append(dsts, b.New(1, N))
+				shape = append(shape, fmt.Sprintf("%d", N))
+				bytes += float64(kernels.WeightBytes(sets[0][j]))
+				flops += 2 * float64(N*g.K)
+			}
+			i := 0
+			cases = append(cases, kernelCase{fmt.Sprintf("%s %sx%d", g.what, strings.Join(shape, "+"), g.K), bytes, flops, func() {
+				b.MatMuls(dsts, x, sets[i%len(sets)])
+				i++
+			}})
+		}
 	case name == "norm":
 		x, err := vec(1, D)
 		if err != nil {
@@ -163,11 +205,12 @@ func kernelTests(ctx context.Context, b kernels.Backend, cfg *model.Config, dt, 
 
 // timeKernel runs c in batches of reps calls, each batch ended by a Sync, until
 // 50 ms have passed (after a warm-up call), and returns seconds per call by the
-// wall clock and, on a device with statistics, by GPU time (else 0).
-func timeKernel(ctx context.Context, b kernels.Backend, c kernelCase, reps int) (wall, gpu float64, err error) {
+// wall clock and, on a device with statistics, by GPU time and the weight
+// bytes its kernels read per call (else 0).
+func timeKernel(ctx context.Context, b kernels.Backend, c kernelCase, reps int) (wall, gpu, weightBytes float64, err error) {
 	c.run()
 	if err := b.Sync(ctx); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	st, _ := b.(statser)
 	if st != nil {
@@ -180,15 +223,17 @@ func timeKernel(ctx context.Context, b kernels.Backend, c kernelCase, reps int) 
 			c.run()
 		}
 		if err := b.Sync(ctx); err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		calls += reps
 	}
 	wall = time.Since(start).Seconds() / float64(calls)
 	if st != nil {
-		gpu = st.Stats().GPUTime.Seconds() / float64(calls)
+		s := st.Stats()
+		gpu = s.GPUTime.Seconds() / float64(calls)
+		weightBytes = float64(s.WeightBytes) / float64(calls)
 	}
-	return wall, gpu, nil
+	return wall, gpu, weightBytes, nil
 }
 
 // runKernels times kernel test t, one result row per shape. Each row's
@@ -206,9 +251,12 @@ func runKernels(ctx context.Context, b kernels.Backend, cfg *model.Config, dt, k
 	for _, c := range cases {
 		progress(stderr, "%s %s: %s %s", modelName, dtype, t.name, c.shape)
 		before := median(sample(probe, 3, nil))
-		wall, gpu, err := timeKernel(ctx, b, c, reps)
+		wall, gpu, wb, err := timeKernel(ctx, b, c, reps)
 		if err != nil {
 			return nil, err
+		}
+		if wb > 0 && (strings.HasPrefix(t.name, "mv") || strings.HasPrefix(t.name, "mm")) {
+			c.bytes = wb // what the device's kernels read
 		}
 		bw := (before + median(sample(probe, 3, nil))) / 2
 		sec := wall
