@@ -27,9 +27,10 @@ import (
 // concurrent use: each goroutine runs its own stream ([Metal.NewStream]).
 type Metal struct {
 	dev    metal.Device
-	ownDev bool        // opened by Open: Close releases it
-	shape  kernelShape // which shape of the hot kernels runs (see matvecNVNames); from the device
-	nv     *nvTable    // the (scale, bias) pairs Upload made for shapeNVIDIA, shared with the streams
+	ownDev bool                                             // opened by Open: Close releases it
+	shape  kernelShape                                      // which shape of the hot kernels runs (see matvecNVNames); from the device
+	nv     *nvTable                                         // the (scale, bias) pairs Upload made for shapeNVIDIA, shared with the streams
+	nvGeom func(dt DType, rows, K int) (laneShift, nsg int) // tests: a fixed geometry instead of nvGeom's
 	pipes  map[string]metal.Pipeline
 	bufs   []metal.Buffer // every buffer this backend made, released by Close
 	maps   []*mapping     // host regions wrapped by Map

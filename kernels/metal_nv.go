@@ -100,8 +100,6 @@ func nvGeom(dt DType, rows, K int) (laneShift, nsg int) {
 	return laneShift, nsg
 }
 
-// nvGeometry is nvGeom; tests replace it to run every geometry.
-var nvGeometry = nvGeom
 
 // nvRowsPerTG is the rows of a matvec_*_nv threadgroup.
 func nvRowsPerTG(laneShift int) int { return (32 >> laneShift) * nvRowsPerThread }
@@ -223,7 +221,11 @@ func (m *Metal) matvecNV(dst []*Tensor, x *Tensor, w []*Tensor) bool {
 	for _, wi := range w {
 		rows += wi.Shape[0]
 	}
-	laneShift, nsg := nvGeometry(w0.DType, rows, K)
+	geom := nvGeom
+	if m.nvGeom != nil {
+		geom = m.nvGeom
+	}
+	laneShift, nsg := geom(w0.DType, rows, K)
 	a.LaneShift = uint32(laneShift)
 	per := nvRowsPerTG(laneShift)
 	ns := [4]*uint32{&a.N0, &a.N1, &a.N2, &a.N3}

@@ -160,7 +160,6 @@ func TestMetalMatVecNV(t *testing.T) {
 // must not need new kernels.
 func TestMetalMatVecNVGeometry(t *testing.T) {
 	m := testMetalNV(t)
-	defer func(f func(DType, int, int) (int, int)) { nvGeometry = f }(nvGeometry)
 	for _, dt := range []DType{DTypeQ4, DTypeQ8} {
 		hw := hostQuantSB(dt, 37, 1344, 64, sbBF16, 3) // 1344 = 64·21
 		w, err := m.Upload(hw)
@@ -172,7 +171,7 @@ func TestMetalMatVecNVGeometry(t *testing.T) {
 		for shift := range 6 {
 			for _, nsg := range []int{1, 3, 8} {
 				t.Run(fmt.Sprintf("w=%s/lanes=%d/nsg=%d", dt, 1<<shift, nsg), func(t *testing.T) {
-					nvGeometry = func(DType, int, int) (int, int) { return shift, nsg }
+					m.nvGeom = func(DType, int, int) (int, int) { return shift, nsg }
 					y := put(m, nan(37), 1, 37)
 					m.MatMul(y, put(m, x, 1, 1344), w)
 					checkNV(t, get(t, m, y), want, scale)
