@@ -214,6 +214,53 @@ func checkFiles(files []File) (sanitized map[string]string, err error) {
 	return sanitized, nil
 }
 
+// runner returns a function running tc in a directory, at most NumCPU at
+// once, whose errors carry clang's diagnostics with tmp's paths cut.
+func (tc *toolchain) runner(tmp string) func(dir string, args ...string) (string, error) {
+	sem := make(chan struct{}, max(1, runtime.NumCPU()))
+	return func(dir string, args ...string) (string, error) {
+		sem <- struct{}{}
+		defer func() { <-sem }()
+		cmd := exec.Command(tc.path, args...)
+		cmd.Dir = dir
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			msg := strings.ReplaceAll(stderr.String(), tmp+"/", "")
+			if i := strings.Index(msg, "PLEASE submit a bug report"); i >= 0 {
+				msg = msg[:i] + "(clang crashed; stack dump cut)"
+			}
+			return "", fmt.Errorf("%w\n%s", err, strings.TrimSpace(msg))
+		}
+		return stdout.String(), nil
+	}
+}
+
+// scanUnits preprocesses each unit (in srcDir, the fake system headers in
+// fakeDir) with defines, in parallel, and returns its kernels; errors are
+// prefixed with what.
+func scanUnits(clang func(dir string, args ...string) (string, error), units []File, srcDir, fakeDir, defines, what string) ([][]kernelDecl, error) {
+	scanned := make([][]kernelDecl, len(units))
+	errs := make([]error, len(units))
+	var wg sync.WaitGroup
+	for i, u := range units {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			args := append([]string{"-E", "-x", "c++", "-std=c++17", "-nostdinc", "-nostdinc++", "-I", fakeDir, "-iquote", srcDir}, strings.Fields(defines)...)
+			out, err := clang(srcDir, append(args, u.Name)...)
+			if err != nil {
+				errs[i] = fmt.Errorf("%s %s: %w", what, u.Name, err)
+				return
+			}
+			ks, kerrs := scanKernels(out, lexBase(u.Name, out))
+			scanned[i], errs[i] = ks, errors.Join(kerrs...)
+		}()
+	}
+	wg.Wait()
+	return scanned, errors.Join(errs...)
+}
+
 // buildLibrary compiles files into a shared library and returns its path,
 // reusing the cache when sources, compiler and options match.
 func buildLibrary(files []File, opts Options, tc *toolchain) (string, error) {
@@ -282,20 +329,7 @@ func buildLibrary(files []File, opts Options, tc *toolchain) (string, error) {
 		}
 	}
 
-	sem := make(chan struct{}, max(1, runtime.NumCPU()))
-	clang := func(dir string, args ...string) (string, error) {
-		sem <- struct{}{}
-		defer func() { <-sem }()
-		cmd := exec.Command(tc.path, args...)
-		cmd.Dir = dir
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
-			msg := strings.ReplaceAll(stderr.String(), tmp+"/", "")
-			return "", fmt.Errorf("%w\n%s", err, strings.TrimSpace(msg))
-		}
-		return stdout.String(), nil
-	}
+	clang := tc.runner(tmp)
 	// compileCached compiles src (named name in bldDir) with flags into a
 	// cached object keyed by key.
 	compileCached := func(name, src, key string, flags []string) (string, error) {
@@ -333,24 +367,9 @@ func buildLibrary(files []File, opts Options, tc *toolchain) (string, error) {
 		rtObj, rtErr = compileCached("runtime.c", rtFile("runtime.c"), hashOf(append(rtParts, "runtime")...), tc.runtimeFlags())
 	}()
 
-	scanned := make([][]kernelDecl, len(units))
-	scanErrs := make([]error, len(units))
-	for i, u := range units {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			args := append([]string{"-E", "-x", "c++", "-std=c++17", "-nostdinc", "-nostdinc++", "-I", fakeDir, "-iquote", srcDir}, strings.Fields(defines)...)
-			out, err := clang(srcDir, append(args, u.Name)...)
-			if err != nil {
-				scanErrs[i] = fmt.Errorf("msl: preprocess %s: %w", u.Name, err)
-				return
-			}
-			ks, errs := scanKernels(out, lexBase(u.Name, out))
-			scanned[i], scanErrs[i] = ks, errors.Join(errs...)
-		}()
-	}
+	scanned, err := scanUnits(clang, units, srcDir, fakeDir, defines, "msl: preprocess")
 	wg.Wait()
-	if err := errors.Join(scanErrs...); err != nil {
+	if err != nil {
 		return "", err
 	}
 	if rtErr != nil {

@@ -1,7 +1,6 @@
 package msl
 
 import (
-	"bytes"
 	"embed"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -239,44 +237,10 @@ func GeneratePTX(files []File, opts PTXOptions) ([]PTXModule, error) {
 	}
 	sort.Slice(units, func(i, j int) bool { return units[i].Name < units[j].Name })
 
-	sem := make(chan struct{}, max(1, runtime.NumCPU()))
-	clang := func(dir string, args ...string) (string, error) {
-		sem <- struct{}{}
-		defer func() { <-sem }()
-		cmd := exec.Command(tc.path, args...)
-		cmd.Dir = dir
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
-			msg := strings.ReplaceAll(stderr.String(), tmp+"/", "")
-			if i := strings.Index(msg, "PLEASE submit a bug report"); i >= 0 {
-				msg = msg[:i] + "(clang crashed; stack dump cut)"
-			}
-			return "", fmt.Errorf("%w\n%s", err, strings.TrimSpace(msg))
-		}
-		return stdout.String(), nil
-	}
-
+	clang := tc.runner(tmp)
 	// Scan every unit for its kernels, as the interpreter does.
-	scanned := make([][]kernelDecl, len(units))
-	errs := make([]error, len(units))
-	var wg sync.WaitGroup
-	for i, u := range units {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			args := append([]string{"-E", "-x", "c++", "-std=c++17", "-nostdinc", "-nostdinc++", "-I", fakeDir, "-iquote", srcDir}, strings.Fields(ptxDefines)...)
-			out, err := clang(srcDir, append(args, u.Name)...)
-			if err != nil {
-				errs[i] = fmt.Errorf("msl: ptx: preprocess %s: %w", u.Name, err)
-				return
-			}
-			ks, kerrs := scanKernels(out, lexBase(u.Name, out))
-			scanned[i], errs[i] = ks, errors.Join(kerrs...)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	scanned, err := scanUnits(clang, units, srcDir, fakeDir, ptxDefines, "msl: ptx: preprocess")
+	if err != nil {
 		return nil, err
 	}
 	// A header's kernel seen from two units goes into the first module only.
@@ -299,6 +263,8 @@ func GeneratePTX(files []File, opts PTXOptions) ([]PTXModule, error) {
 	}
 
 	mods := make([]PTXModule, len(units))
+	errs := make([]error, len(units))
+	var wg sync.WaitGroup
 	for i, u := range units {
 		wg.Add(1)
 		go func() {
