@@ -58,6 +58,25 @@ var (
 
 var clangVersion = regexp.MustCompile(`clang version (\d+)\.`)
 
+// clangAt returns compiler c (a name on PATH or a path) and its version, or
+// false when it is missing or does not say it is clang.
+func clangAt(c string) (*toolchain, bool) {
+	p, err := exec.LookPath(c)
+	if err != nil {
+		return nil, false
+	}
+	out, err := exec.Command(p, "--version").Output()
+	if err != nil {
+		return nil, false
+	}
+	m := clangVersion.FindSubmatch(out)
+	if m == nil {
+		return nil, false
+	}
+	major, _ := strconv.Atoi(string(m[1]))
+	return &toolchain{path: p, version: strings.SplitN(string(out), "\n", 2)[0], major: major}, true
+}
+
 // findClang returns the compiler to use: explicit if set, else the first of
 // $INGOT_CLANG, clang-19, clang-18, clang-17, clang-16, clang with version ≥ 16.
 func findClang(explicit string) (*toolchain, error) {
@@ -77,24 +96,14 @@ func findClang(explicit string) (*toolchain, error) {
 	}
 	var tooOld []string
 	for _, c := range cands {
-		p, err := exec.LookPath(c)
-		if err != nil {
+		tc, ok := clangAt(c)
+		if !ok {
 			continue
 		}
-		out, err := exec.Command(p, "--version").Output()
-		if err != nil {
+		if tc.major < 16 {
+			tooOld = append(tooOld, fmt.Sprintf("%s is clang %d", tc.path, tc.major))
 			continue
 		}
-		m := clangVersion.FindSubmatch(out)
-		if m == nil {
-			continue
-		}
-		major, _ := strconv.Atoi(string(m[1]))
-		if major < 16 {
-			tooOld = append(tooOld, fmt.Sprintf("%s is clang %d", p, major))
-			continue
-		}
-		tc := &toolchain{path: p, version: strings.SplitN(string(out), "\n", 2)[0], major: major}
 		if runtime.GOARCH == "amd64" {
 			if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 				tc.f16c = regexp.MustCompile(`\bf16c\b`).Match(b)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"go/format"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -117,25 +116,14 @@ func findPTXClang(explicit string) (*toolchain, error) {
 	}
 	var others []string
 	for _, c := range cands {
-		p, err := exec.LookPath(c)
-		if err != nil {
+		tc, ok := clangAt(c)
+		if !ok {
 			continue
 		}
-		out, err := exec.Command(p, "--version").Output()
-		if err != nil {
+		if tc.major != PTXClangMajor {
+			others = append(others, fmt.Sprintf("%s is %s", tc.path, tc.version))
 			continue
 		}
-		m := clangVersion.FindSubmatch(out)
-		if m == nil {
-			continue
-		}
-		major, _ := strconv.Atoi(string(m[1]))
-		version := strings.SplitN(string(out), "\n", 2)[0]
-		if major != PTXClangMajor {
-			others = append(others, fmt.Sprintf("%s is %s", p, version))
-			continue
-		}
-		tc := &toolchain{path: p, version: version, major: major}
 		ptxClangFound[explicit] = tc
 		return tc, nil
 	}
