@@ -100,7 +100,6 @@ func nvGeom(dt DType, rows, K int) (laneShift, nsg int) {
 	return laneShift, nsg
 }
 
-
 // nvRowsPerTG is the rows of a matvec_*_nv threadgroup.
 func nvRowsPerTG(laneShift int) int { return (32 >> laneShift) * nvRowsPerThread }
 
