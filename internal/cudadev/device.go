@@ -587,12 +587,13 @@ type encoder struct {
 	pipe *pipeline
 	bind [32]binding // [[buffer(i)]]
 	tg   [8]int      // [[threadgroup(i)]] lengths
+	data []byte      // every setBytes copy, appended: one growing slice, not one allocation a dispatch
 }
 
 type binding struct {
 	set   bool
 	ptr   cuda.DevicePtr
-	bytes []byte // setBytes data (a copy), instead of ptr
+	bytes []byte // setBytes data (a copy in encoder.data), instead of ptr
 }
 
 func (e *encoder) SetPipeline(p metal.Pipeline) { e.pipe = p.(*pipeline) }
@@ -602,7 +603,12 @@ func (e *encoder) SetBuffer(i int, b metal.Buffer, off int) {
 }
 
 func (e *encoder) SetBytes(i int, v []byte) {
-	e.bind[i] = binding{set: true, bytes: append([]byte(nil), v...)}
+	if cap(e.data)-len(e.data) < len(v) {
+		e.data = make([]byte, 0, max(4096, 2*cap(e.data), len(v))) // earlier copies stay with their bindings
+	}
+	n := len(e.data)
+	e.data = append(e.data, v...)
+	e.bind[i] = binding{set: true, bytes: e.data[n:len(e.data):len(e.data)]}
 }
 
 func (e *encoder) SetThreadgroupMemory(i, n int) { e.tg[i] = n }
