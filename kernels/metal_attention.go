@@ -80,6 +80,10 @@ func (m *Metal) Attention(dst, q, k, v *Tensor, pos int, p *AttnParams) {
 		key0 = max(0, end-p.Window)
 	}
 	n := end - key0
+	if m.shape == shapeNVIDIA && attnNVFits(k, v, group, Dh) {
+		m.attnDecodeNV(dst, q, k, v, a, key0, n)
+		return
+	}
 	splits := min(attnSplits, max(1, n/attnSplit))
 	splitLen := (n + splits - 1) / splits
 	splitLen = (splitLen + blk - 1) / blk * blk
@@ -137,4 +141,70 @@ func (m *Metal) partials(n int) metal.Buffer {
 		m.attnPart = b
 	}
 	return m.attnPart
+}
+
+// Constants of shaders/attention_nv.metal.
+const (
+	attnNVThreads = 128 // ANV_TG
+	attnNVMaxG    = 8   // ANV_MAXG
+	attnNVMaxS    = 128 // ANV_MAXS
+)
+
+// attnNVFits reports whether attn_decode_nv runs a cache of these tensors: at
+// most 8 query heads per KV head, a head dim that is a multiple of 4 up to
+// 256, and k, v bound at 16-byte boundaries (its vector loads).
+func attnNVFits(k, v *Tensor, group, Dh int) bool {
+	return group <= attnNVMaxG && Dh%4 == 0 && Dh <= attnMaxDh && k.Off%16 == 0 && v.Off%16 == 0
+}
+
+// attnNVSplits cuts n keys for Hkv KV heads into splits of at most 128 keys
+// (attn_decode_nv's score buffer): one split up to 128 keys (no reduce
+// launch), else splits of about n·Hkv/264 keys (two blocks per SM of an
+// H100's 132) but no fewer than 32.
+func attnNVSplits(n, Hkv int) (splits, splitLen int) {
+	if n <= attnNVMaxS {
+		return 1, n
+	}
+	splitLen = min(attnNVMaxS, max(32, (n*Hkv+263)/264))
+	splits = (n + splitLen - 1) / splitLen
+	return splits, (n + splits - 1) / splits
+}
+
+// attnDecodeNV runs decode attention with the NVIDIA-shaped attn_decode_nv
+// over keys [key0, key0+n), then attn_reduce_f32 when it took several splits.
+func (m *Metal) attnDecodeNV(dst, q, k, v *Tensor, a attnArgs, key0, n int) {
+	H, Hkv, Dh := int(a.Heads), int(a.KVHeads), int(a.HeadDim)
+	group := H / Hkv
+	splits, splitLen := attnNVSplits(n, Hkv)
+	a.Rows, a.Splits, a.SplitLen, a.Key0 = 1, uint32(splits), uint32(splitLen), uint32(key0)
+	name := "attn_decode_nv_f32_f32"
+	if k.DType == DTypeF16 {
+		name = "attn_decode_nv_f16_f32"
+	}
+	var part metal.Buffer
+	if splits > 1 {
+		if part = m.partials(H * splits * (Dh + 2)); part == nil {
+			return
+		}
+	}
+	m.begin(name)
+	setArgs(m, a)
+	m.in(1, q)
+	m.in(2, k)
+	m.in(3, v)
+	if splits > 1 {
+		m.bind(4, part, 0, true)
+	} else {
+		m.out(4, dst)
+	}
+	m.tgmem(0, 4*(group*Dh+group*attnNVMaxS+2*attnNVMaxG+attnNVThreads*4*group))
+	m.run(metal.Size{W: Hkv, H: 1, D: splits}, metal.Size{W: attnNVThreads, H: 1, D: 1})
+	if splits == 1 {
+		return
+	}
+	m.begin("attn_reduce_f32")
+	setArgs(m, attnReduceArgs{Heads: uint32(H), HeadDim: uint32(Dh), Splits: uint32(splits), Rows: uint32(H)})
+	m.bind(1, part, 0, false)
+	m.out(2, dst)
+	m.run(metal.Size{W: H, H: 1, D: 1}, metal.Size{W: 32, H: 1, D: 1})
 }

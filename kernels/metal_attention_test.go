@@ -11,10 +11,7 @@ var attnTol = tol{NMSE: 1e-11, MaxAbs: 2e-5}
 
 func TestMetalAttention(t *testing.T) {
 	m := testMetal(t)
-	type tc struct {
-		L, pos, H, Hkv, Dh, window int
-		softcap                    float32
-	}
+	type tc = attnCase
 	var cases []tc
 	// Head dims and GQA ratios, decode (L = 1) and prefill (L > 1).
 	for _, Dh := range []int{8, 16, 32, 64, 128} {
@@ -40,6 +37,19 @@ func TestMetalAttention(t *testing.T) {
 		tc{L: 1, pos: 9, H: 4, Hkv: 2, Dh: 16, softcap: 50},
 		tc{L: 5, pos: 2, H: 4, Hkv: 2, Dh: 16, softcap: 0.5},
 	)
+	testAttention(t, m, cases)
+}
+
+// attnCase is one Attention call of the tests: L query rows at pos over a
+// cache of H/Hkv heads of Dh, an optional window and softcap.
+type attnCase struct {
+	L, pos, H, Hkv, Dh, window int
+	softcap                    float32
+}
+
+// testAttention checks m's Attention against the CPU's on each case, with an
+// f32 and an f16 cache.
+func testAttention(t *testing.T, m *Metal, cases []attnCase) {
 	for _, c := range cases {
 		name := fmt.Sprintf("L=%d/pos=%d/H=%d/Hkv=%d/Dh=%d", c.L, c.pos, c.H, c.Hkv, c.Dh)
 		if c.window > 0 {
@@ -74,6 +84,68 @@ func TestMetalAttention(t *testing.T) {
 				n, a := closeTo(t, get(t, m, dst), want, attnTol)
 				t.Logf("NMSE %.2g max-abs %.2g", n, a)
 			})
+		}
+	}
+}
+
+// TestMetalAttentionNV runs decode attention with the NVIDIA-shaped kernel at
+// its edges: head dims (multiples of 4 up to 256), 1 … 8 query heads per KV
+// head, one split (≤ 128 keys, no reduce) and several (129 keys and more, the
+// last one short), windows that start inside a split, softcap.
+func TestMetalAttentionNV(t *testing.T) {
+	m := testMetalNV(t)
+	type tc = attnCase
+	var cases []tc
+	for _, Dh := range []int{4, 8, 12, 64, 96, 128, 256} {
+		for _, ratio := range []int{1, 3, 8} {
+			cases = append(cases, tc{L: 1, pos: 40, H: 2 * ratio, Hkv: 2, Dh: Dh})
+		}
+	}
+	cases = append(cases,
+		tc{L: 1, pos: 0, H: 4, Hkv: 1, Dh: 32},    // the first token
+		tc{L: 1, pos: 30, H: 8, Hkv: 8, Dh: 64},   // 31 keys: the last score pass is short
+		tc{L: 1, pos: 127, H: 4, Hkv: 2, Dh: 128}, // 128 keys: one full split
+		tc{L: 1, pos: 128, H: 4, Hkv: 2, Dh: 128}, // 129: two splits
+		tc{L: 1, pos: 1100, H: 32, Hkv: 8, Dh: 128},
+		tc{L: 1, pos: 600, H: 16, Hkv: 2, Dh: 256}, // the largest threadgroup memory
+		tc{L: 1, pos: 20, H: 4, Hkv: 2, Dh: 16, window: 6},
+		tc{L: 1, pos: 1100, H: 4, Hkv: 2, Dh: 16, window: 600}, // window across splits
+		tc{L: 1, pos: 9, H: 4, Hkv: 2, Dh: 16, softcap: 50},
+		tc{L: 1, pos: 300, H: 4, Hkv: 2, Dh: 64, softcap: 0.5},
+	)
+	testAttention(t, m, cases)
+	for _, name := range []string{"attn_decode_nv_f32_f32", "attn_decode_nv_f16_f32"} {
+		if m.pipes[name] == nil {
+			t.Errorf("%s never ran", name)
+		}
+	}
+}
+
+// TestMetalAttentionNVFallback: caches the NVIDIA-shaped kernel cannot read
+// (more than 8 query heads per KV head, a head dim not a multiple of 4, rows
+// off 16-byte boundaries) run the Apple-shaped kernels, correctly.
+func TestMetalAttentionNVFallback(t *testing.T) {
+	m := testMetalNV(t)
+	testAttention(t, m, []attnCase{{L: 1, pos: 50, H: 9, Hkv: 1, Dh: 16}, {L: 1, pos: 50, H: 4, Hkv: 2, Dh: 6}})
+	// An f32 cache of 1 head of 2 dims, viewed from row 1: 8-byte offsets.
+	const S, Dh = 40, 2
+	k, v := randn(S*Dh, 2), randn(S*Dh, 3)
+	q := randn(Dh, 1)
+	p := &AttnParams{Heads: 1, KVHeads: 1, HeadDim: Dh, Scale: 0.7}
+	want := make([]float32, Dh)
+	cpuRef(func(cp *CPU) {
+		cp.Attention(FromF32(want, 1, Dh), FromF32(q, 1, Dh), FromF32(k[Dh:], S-1, Dh), FromF32(v[Dh:], S-1, Dh), S-2, p)
+	})
+	kc, vc := put(m, k, S, Dh).Rows(1, S), put(m, v, S, Dh).Rows(1, S)
+	if kc.Off%16 == 0 {
+		t.Fatalf("view offset %d: want one off 16-byte boundaries", kc.Off)
+	}
+	dst := m.New(1, Dh)
+	m.Attention(dst, put(m, q, 1, Dh), kc, vc, S-2, p)
+	closeTo(t, get(t, m, dst), want, attnTol)
+	for _, name := range []string{"attn_decode_nv_f32_f32", "attn_decode_nv_f16_f32"} {
+		if m.pipes[name] != nil {
+			t.Errorf("%s ran on a cache it cannot read", name)
 		}
 	}
 }

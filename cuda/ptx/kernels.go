@@ -3,7 +3,7 @@
 package ptx
 
 // modules names the PTX modules, one per .metal file.
-var modules = []string{"argmax", "attention", "elementwise", "embed", "matmul", "matvec", "matvec_nv", "rmsnorm", "rope", "topk"}
+var modules = []string{"argmax", "attention", "attention_nv", "elementwise", "embed", "matmul", "matvec", "matvec_nv", "rmsnorm", "rope", "topk"}
 
 // kernels lists every entry point with its parameters in order.
 var kernels = []Kernel{
@@ -13,6 +13,8 @@ var kernels = []Kernel{
 	{Name: "attn_prefill_f16_f32", Module: "attention", Where: "attention.metal:156", Params: []Param{{Kind: Value, Index: 0, Size: 64, Align: 4}, {Kind: Buffer, Index: 1, Size: 8, Align: 8}, {Kind: Buffer, Index: 2, Size: 8, Align: 8}, {Kind: Buffer, Index: 3, Size: 8, Align: 8}, {Kind: Buffer, Index: 4, Size: 8, Align: 8}, {Kind: Threadgroup, Index: 0, Size: 4, Align: 4}, {Kind: Threadgroup, Index: 1, Size: 4, Align: 4}}},
 	{Name: "attn_decode_f16_f32", Module: "attention", Where: "attention.metal:157", Params: []Param{{Kind: Value, Index: 0, Size: 64, Align: 4}, {Kind: Buffer, Index: 1, Size: 8, Align: 8}, {Kind: Buffer, Index: 2, Size: 8, Align: 8}, {Kind: Buffer, Index: 3, Size: 8, Align: 8}, {Kind: Buffer, Index: 4, Size: 8, Align: 8}, {Kind: Threadgroup, Index: 0, Size: 4, Align: 4}, {Kind: Threadgroup, Index: 1, Size: 4, Align: 4}}},
 	{Name: "attn_reduce_f32", Module: "attention", Where: "attention.metal:162", Params: []Param{{Kind: Value, Index: 0, Size: 16, Align: 4}, {Kind: Buffer, Index: 1, Size: 8, Align: 8}, {Kind: Buffer, Index: 2, Size: 8, Align: 8}}},
+	{Name: "attn_decode_nv_f32_f32", Module: "attention_nv", Where: "attention_nv.metal:182", Params: []Param{{Kind: Value, Index: 0, Size: 64, Align: 4}, {Kind: Buffer, Index: 1, Size: 8, Align: 8}, {Kind: Buffer, Index: 2, Size: 8, Align: 8}, {Kind: Buffer, Index: 3, Size: 8, Align: 8}, {Kind: Buffer, Index: 4, Size: 8, Align: 8}, {Kind: Threadgroup, Index: 0, Size: 4, Align: 4}}},
+	{Name: "attn_decode_nv_f16_f32", Module: "attention_nv", Where: "attention_nv.metal:184", Params: []Param{{Kind: Value, Index: 0, Size: 64, Align: 4}, {Kind: Buffer, Index: 1, Size: 8, Align: 8}, {Kind: Buffer, Index: 2, Size: 8, Align: 8}, {Kind: Buffer, Index: 3, Size: 8, Align: 8}, {Kind: Buffer, Index: 4, Size: 8, Align: 8}, {Kind: Threadgroup, Index: 0, Size: 4, Align: 4}}},
 	{Name: "add_f32", Module: "elementwise", Where: "elementwise.metal:21", Params: []Param{{Kind: Value, Index: 0, Size: 8, Align: 4}, {Kind: Buffer, Index: 1, Size: 8, Align: 8}, {Kind: Buffer, Index: 2, Size: 8, Align: 8}, {Kind: Buffer, Index: 3, Size: 8, Align: 8}}},
 	{Name: "glu_silu_f32", Module: "elementwise", Where: "elementwise.metal:77", Params: []Param{{Kind: Value, Index: 0, Size: 8, Align: 4}, {Kind: Buffer, Index: 1, Size: 8, Align: 8}, {Kind: Buffer, Index: 2, Size: 8, Align: 8}, {Kind: Buffer, Index: 3, Size: 8, Align: 8}}},
 	{Name: "glu_gelu_tanh_f32", Module: "elementwise", Where: "elementwise.metal:78", Params: []Param{{Kind: Value, Index: 0, Size: 8, Align: 4}, {Kind: Buffer, Index: 1, Size: 8, Align: 8}, {Kind: Buffer, Index: 2, Size: 8, Align: 8}, {Kind: Buffer, Index: 3, Size: 8, Align: 8}}},

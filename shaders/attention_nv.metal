@@ -1,0 +1,184 @@
+// attention_nv.metal: decode attention (L = 1) shaped for NVIDIA GPUs (the
+// cuda backend); attention.metal holds the Apple-shaped kernels, and package
+// kernels picks per device (kernels/metal_attention.go).
+//
+// attn_decode_nv_<f32|f16>_f32: for the query heads h = g·G … g·G+G−1 that read
+// KV head g (G = heads/kv_heads ≤ ANV_MAXG), over the keys of one split,
+// [j0, j1) = [key0 + z·split_len, +split_len) ∩ [start, pos+1) (start: the
+// window's first key), split_len ≤ ANV_MAXS:
+//     s_j = scale · q_h·k_j  (softcap·tanh(s_j/softcap) if softcap > 0)
+//     m = max_j s_j,  d = Σ_j e^(s_j − m),  o = Σ_j e^(s_j − m)·v_j
+// With splits = 1 it writes out = o/d (L·heads·head_dim); else the partial
+// (m, d, o) per (head, split) that attn_reduce_f32 combines.
+//
+// Grid (kv_heads, 1, splits) of ANV_TG threads; head_dim a multiple of 4 (≤ 256),
+// k and v 16-byte aligned (the host checks). Where the Apple kernel stages
+// K and V in threadgroup memory and dots serially per lane, the phases here
+// are lane-parallel and coalesced:
+//   A. scores: 4 consecutive lanes share a key (8 keys per simdgroup, 32 per
+//      pass); lane r of the 4 loads the row's 16-byte pieces r, r+4, … (64
+//      contiguous bytes per 4 lanes), dots them against the G staged queries
+//      and the 4 partial dots meet by two xor shuffles;
+//   B. softmax: simdgroup w takes heads w, w+4, …: max and Σ e^(s−m) over the
+//      split, the weights e^(s−m) stored back in place of the scores;
+//   C. values: thread t takes the 4 dimensions 4·(t mod Dh/4) of every key
+//      j ≡ t div (Dh/4) (mod streams), streams = ANV_TG/(Dh/4), for all G
+//      heads (one 16-byte V load serves G heads); the streams' sums meet in
+//      threadgroup memory, added in stream order.
+// Float accumulation order differs from the CPU reference (pieces, shuffles,
+// streams); exp as in attention.metal (fast on Apple GPUs, precise in PTX).
+#include <metal_stdlib>
+#include "common.h"
+using namespace metal;
+
+#define ANV_TG 128   // threads per threadgroup (4 simdgroups)
+#define ANV_MAXG 8   // query heads per KV head at most
+#define ANV_MAXS 128 // keys per split at most
+#define ANV_NEG (-FLT_MAX)
+
+template <typename KV4>
+inline float4 anv_load(device const KV4 * p) { return float4(*p); }
+
+template <typename KV, typename KV4>
+kernel void attn_decode_nv(
+        constant attn_args & args [[buffer(0)]],
+        device const float * q    [[buffer(1)]],
+        device const KV    * k    [[buffer(2)]],
+        device const KV    * v    [[buffer(3)]],
+        device       float * out  [[buffer(4)]],
+        threadgroup  float * sh   [[threadgroup(0)]],
+        uint3  tg   [[threadgroup_position_in_grid]],
+        ushort tid  [[thread_index_in_threadgroup]],
+        ushort sg   [[simdgroup_index_in_threadgroup]],
+        ushort lane [[thread_index_in_simdgroup]]) {
+    const uint Dh = args.head_dim, G = args.heads / args.kv_heads;
+    const uint kvw = args.kv_heads * Dh; // row stride of k and v
+    const uint g = tg.x;
+    const uint end = args.pos + 1;
+    const uint start = args.window > 0 && end > args.window ? end - args.window : 0;
+    const uint s0 = args.key0 + tg.z * args.split_len;
+    const uint j0 = max(start, s0), j1 = min(end, s0 + args.split_len);
+    const uint n = j1 > j0 ? j1 - j0 : 0;
+
+    // Threadgroup memory (floats): queries G·Dh | scores, then weights,
+    // G·ANV_MAXS | (m, d) 2·ANV_MAXG | stream sums ANV_TG·4·G.
+    threadgroup float * qs = sh;
+    threadgroup float * ss = qs + G * Dh;
+    threadgroup float * md = ss + G * ANV_MAXS;
+    threadgroup float4 * red = (threadgroup float4 *)(md + 2 * ANV_MAXG);
+
+    device const float * qg = q + (ulong)g * G * Dh;
+    for (uint i = tid; i < G * Dh; i += ANV_TG) {
+        qs[i] = qg[i];
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+
+    // A. Scores.
+    device const KV * kg = k + (ulong)j0 * kvw + g * Dh;
+    const uint r = lane & 3;
+    for (uint jb = sg * 8; jb < n; jb += ANV_TG / 4) {
+        const uint jj = jb + lane / 4;
+        const bool ok = jj < n;
+        float dot[ANV_MAXG];
+        for (uint h = 0; h < ANV_MAXG; h++) {
+            dot[h] = 0.0f;
+        }
+        if (ok) {
+            device const KV * kr = kg + (ulong)jj * kvw;
+            for (uint c = 4 * r; c < Dh; c += 16) {
+                const float4 kk = anv_load((device const KV4 *)(kr + c));
+                for (uint h = 0; h < ANV_MAXG; h++) {
+                    if (h < G) {
+                        dot[h] += metal::dot(*(threadgroup const float4 *)(qs + h * Dh + c), kk);
+                    }
+                }
+            }
+        }
+        for (uint h = 0; h < ANV_MAXG; h++) {
+            if (h < G) {
+                dot[h] += simd_shuffle_xor(dot[h], 1);
+                dot[h] += simd_shuffle_xor(dot[h], 2);
+                if (ok && r == 0) {
+                    float s = dot[h] * args.scale;
+                    if (args.softcap > 0.0f) {
+                        s = args.softcap * precise::tanh(s / args.softcap);
+                    }
+                    ss[h * ANV_MAXS + jj] = s;
+                }
+            }
+        }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+
+    // B. Softmax over the split.
+    for (uint h = sg; h < G; h += ANV_TG / 32) {
+        threadgroup float * sr = ss + h * ANV_MAXS;
+        float mx = ANV_NEG;
+        for (uint jj = lane; jj < n; jj += 32) {
+            mx = max(mx, sr[jj]);
+        }
+        mx = simd_max(mx);
+        float sum = 0.0f;
+        for (uint jj = lane; jj < n; jj += 32) {
+            const float p = exp(sr[jj] - mx);
+            sr[jj] = p;
+            sum += p;
+        }
+        sum = simd_sum(sum);
+        if (lane == 0) {
+            md[2 * h] = mx;
+            md[2 * h + 1] = sum;
+        }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+
+    // C. Values.
+    const uint chunks = Dh / 4, streams = ANV_TG / chunks;
+    const uint ch = tid % chunks, st = tid / chunks;
+    if (st < streams) {
+        float4 acc[ANV_MAXG];
+        for (uint h = 0; h < ANV_MAXG; h++) {
+            acc[h] = float4(0.0f);
+        }
+        device const KV * vg = v + (ulong)j0 * kvw + g * Dh + 4 * ch;
+        for (uint jj = st; jj < n; jj += streams) {
+            const float4 vv = anv_load((device const KV4 *)(vg + (ulong)jj * kvw));
+            for (uint h = 0; h < ANV_MAXG; h++) {
+                if (h < G) {
+                    acc[h] += ss[h * ANV_MAXS + jj] * vv;
+                }
+            }
+        }
+        for (uint h = 0; h < ANV_MAXG; h++) {
+            if (h < G) {
+                red[(st * G + h) * chunks + ch] = acc[h];
+            }
+        }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+
+    threadgroup const float * rf = (threadgroup const float *)red;
+    for (uint i = tid; i < G * Dh; i += ANV_TG) {
+        const uint h = i / Dh, c = i % Dh;
+        float o = 0.0f;
+        for (uint s = 0; s < streams; s++) {
+            o += rf[(s * G + h) * Dh + c];
+        }
+        const uint hq = g * G + h;
+        if (args.splits == 1) {
+            out[(ulong)hq * Dh + c] = o * (1.0f / md[2 * h + 1]);
+        } else {
+            device float * part = out + ((ulong)hq * args.splits + tg.z) * (Dh + 2);
+            part[2 + c] = o;
+            if (c == 0) {
+                part[0] = md[2 * h];
+                part[1] = md[2 * h + 1];
+            }
+        }
+    }
+}
+
+typedef decltype(attn_decode_nv<float, float4>) attn_nv_t;
+template [[host_name("attn_decode_nv_f32_f32")]] kernel attn_nv_t attn_decode_nv<float, float4>;
+typedef decltype(attn_decode_nv<half, half4>) attn_nv_half_t;
+template [[host_name("attn_decode_nv_f16_f32")]] kernel attn_nv_half_t attn_decode_nv<half, half4>;
