@@ -80,7 +80,7 @@ func (m *Metal) Attention(dst, q, k, v *Tensor, pos int, p *AttnParams) {
 		key0 = max(0, end-p.Window)
 	}
 	n := end - key0
-	if m.shape == shapeNVIDIA && attnNVFits(k, v, group, Dh) {
+	if m.shape == shapeNVIDIA && attnNVFits(k, v, group, Dh) && n <= attnNVMaxS*attnNVMaxSplits {
 		m.attnDecodeNV(dst, q, k, v, a, key0, n)
 		return
 	}
@@ -148,6 +148,8 @@ const (
 	attnNVThreads = 128 // ANV_TG
 	attnNVMaxG    = 8   // ANV_MAXG
 	attnNVMaxS    = 128 // ANV_MAXS
+
+	attnNVMaxSplits = 4096 // attn_reduce_nv_f32's weights in threadgroup memory
 )
 
 // attnNVFits reports whether attn_decode_nv runs a cache of these tensors: at
@@ -157,21 +159,18 @@ func attnNVFits(k, v *Tensor, group, Dh int) bool {
 	return group <= attnNVMaxG && Dh%4 == 0 && Dh <= attnMaxDh && k.Off%16 == 0 && v.Off%16 == 0
 }
 
-// attnNVSplits cuts n keys for Hkv KV heads into splits of at most 128 keys
-// (attn_decode_nv's score buffer): one split up to 128 keys (no reduce
-// launch), else splits of about n·Hkv/264 keys (two blocks per SM of an
-// H100's 132) but no fewer than 32.
+// attnNVSplits cuts n keys for Hkv KV heads into splits for attn_decode_nv:
+// about n·Hkv/528 keys each (four blocks per SM of an H100's 132, so the
+// keys' loads overlap across the GPU) but 32 at least (one scoring pass) and
+// 128 at most (its score buffer). One split (≤ 32 keys) needs no reduce.
 func attnNVSplits(n, Hkv int) (splits, splitLen int) {
-	if n <= attnNVMaxS {
-		return 1, n
-	}
-	splitLen = min(attnNVMaxS, max(32, (n*Hkv+263)/264))
+	splitLen = min(attnNVMaxS, max(32, (n*Hkv+527)/528))
 	splits = (n + splitLen - 1) / splitLen
 	return splits, (n + splits - 1) / splits
 }
 
 // attnDecodeNV runs decode attention with the NVIDIA-shaped attn_decode_nv
-// over keys [key0, key0+n), then attn_reduce_f32 when it took several splits.
+// over keys [key0, key0+n), then attn_reduce_nv_f32 when it took several splits.
 func (m *Metal) attnDecodeNV(dst, q, k, v *Tensor, a attnArgs, key0, n int) {
 	H, Hkv, Dh := int(a.Heads), int(a.KVHeads), int(a.HeadDim)
 	group := H / Hkv
@@ -202,9 +201,10 @@ func (m *Metal) attnDecodeNV(dst, q, k, v *Tensor, a attnArgs, key0, n int) {
 	if splits == 1 {
 		return
 	}
-	m.begin("attn_reduce_f32")
+	m.begin("attn_reduce_nv_f32")
 	setArgs(m, attnReduceArgs{Heads: uint32(H), HeadDim: uint32(Dh), Splits: uint32(splits), Rows: uint32(H)})
 	m.bind(1, part, 0, false)
 	m.out(2, dst)
-	m.run(metal.Size{W: H, H: 1, D: 1}, metal.Size{W: 32, H: 1, D: 1})
+	m.tgmem(0, 4*(splits+attnNVThreads/32))
+	m.run(metal.Size{W: H, H: 1, D: 1}, metal.Size{W: attnNVThreads, H: 1, D: 1})
 }

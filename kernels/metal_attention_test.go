@@ -90,8 +90,8 @@ func testAttention(t *testing.T, m *Metal, cases []attnCase) {
 
 // TestMetalAttentionNV runs decode attention with the NVIDIA-shaped kernel at
 // its edges: head dims (multiples of 4 up to 256), 1 … 8 query heads per KV
-// head, one split (≤ 128 keys, no reduce) and several (129 keys and more, the
-// last one short), windows that start inside a split, softcap.
+// head, one split (≤ 32 keys, no reduce) and several (up to 128 keys each, the
+// last one short, more splits than the reduce has threads), windows, softcap.
 func TestMetalAttentionNV(t *testing.T) {
 	m := testMetalNV(t)
 	type tc = attnCase
@@ -103,9 +103,12 @@ func TestMetalAttentionNV(t *testing.T) {
 	}
 	cases = append(cases,
 		tc{L: 1, pos: 0, H: 4, Hkv: 1, Dh: 32},    // the first token
-		tc{L: 1, pos: 30, H: 8, Hkv: 8, Dh: 64},   // 31 keys: the last score pass is short
-		tc{L: 1, pos: 127, H: 4, Hkv: 2, Dh: 128}, // 128 keys: one full split
-		tc{L: 1, pos: 128, H: 4, Hkv: 2, Dh: 128}, // 129: two splits
+		tc{L: 1, pos: 30, H: 8, Hkv: 8, Dh: 64},   // 31 keys: a short score pass
+		tc{L: 1, pos: 31, H: 4, Hkv: 2, Dh: 128},  // 32 keys: one full split, no reduce
+		tc{L: 1, pos: 32, H: 4, Hkv: 2, Dh: 128},  // 33: two splits
+		tc{L: 1, pos: 4000, H: 2, Hkv: 1, Dh: 16}, // 126 splits of 32 keys
+		tc{L: 1, pos: 8000, H: 8, Hkv: 1, Dh: 16}, // 251 splits: the reduce strides them
+		tc{L: 1, pos: 30000, H: 4, Hkv: 4, Dh: 8}, // splits of 128 keys, 235 of them
 		tc{L: 1, pos: 1100, H: 32, Hkv: 8, Dh: 128},
 		tc{L: 1, pos: 600, H: 16, Hkv: 2, Dh: 256}, // the largest threadgroup memory
 		tc{L: 1, pos: 20, H: 4, Hkv: 2, Dh: 16, window: 6},

@@ -9,7 +9,7 @@
 //     s_j = scale · q_h·k_j  (softcap·tanh(s_j/softcap) if softcap > 0)
 //     m = max_j s_j,  d = Σ_j e^(s_j − m),  o = Σ_j e^(s_j − m)·v_j
 // With splits = 1 it writes out = o/d (L·heads·head_dim); else the partial
-// (m, d, o) per (head, split) that attn_reduce_f32 combines.
+// (m, d, o) per (head, split) that attn_reduce_nv_f32 combines.
 //
 // Grid (kv_heads, 1, splits) of ANV_TG threads; head_dim a multiple of 4 (≤ 256),
 // k and v 16-byte aligned (the host checks). Where the Apple kernel stages
@@ -25,6 +25,9 @@
 //      j ≡ t div (Dh/4) (mod streams), streams = ANV_TG/(Dh/4), for all G
 //      heads (one 16-byte V load serves G heads); the streams' sums meet in
 //      threadgroup memory, added in stream order.
+// Every loop over memory issues several loads before it uses the first (four
+// K pieces, ANV_U V rows): a dependent load per iteration would make a split
+// one memory latency per key long.
 // Float accumulation order differs from the CPU reference (pieces, shuffles,
 // streams); exp as in attention.metal (fast on Apple GPUs, precise in PTX).
 #include <metal_stdlib>
@@ -34,6 +37,7 @@ using namespace metal;
 #define ANV_TG 128   // threads per threadgroup (4 simdgroups)
 #define ANV_MAXG 8   // query heads per KV head at most
 #define ANV_MAXS 128 // keys per split at most
+#define ANV_U 8      // V rows in flight per thread
 #define ANV_NEG (-FLT_MAX)
 
 template <typename KV4>
@@ -80,20 +84,34 @@ kernel void attn_decode_nv(
         const uint jj = jb + lane / 4;
         const bool ok = jj < n;
         float dot[ANV_MAXG];
+        #pragma unroll
         for (uint h = 0; h < ANV_MAXG; h++) {
             dot[h] = 0.0f;
         }
         if (ok) {
             device const KV * kr = kg + (ulong)jj * kvw;
-            for (uint c = 4 * r; c < Dh; c += 16) {
-                const float4 kk = anv_load((device const KV4 *)(kr + c));
-                for (uint h = 0; h < ANV_MAXG; h++) {
-                    if (h < G) {
-                        dot[h] += metal::dot(*(threadgroup const float4 *)(qs + h * Dh + c), kk);
+            for (uint c0 = 4 * r; c0 < Dh; c0 += 4 * 16) {
+                float4 kk[4]; // four loads in flight before the first is used
+                #pragma unroll
+                for (uint u = 0; u < 4; u++) {
+                    const uint c = c0 + 16 * u;
+                    kk[u] = c < Dh ? anv_load((device const KV4 *)(kr + c)) : float4(0.0f);
+                }
+                #pragma unroll
+                for (uint u = 0; u < 4; u++) {
+                    const uint c = c0 + 16 * u;
+                    if (c < Dh) {
+                        #pragma unroll
+                        for (uint h = 0; h < ANV_MAXG; h++) {
+                            if (h < G) {
+                                dot[h] += metal::dot(*(threadgroup const float4 *)(qs + h * Dh + c), kk[u]);
+                            }
+                        }
                     }
                 }
             }
         }
+        #pragma unroll
         for (uint h = 0; h < ANV_MAXG; h++) {
             if (h < G) {
                 dot[h] += simd_shuffle_xor(dot[h], 1);
@@ -137,18 +155,32 @@ kernel void attn_decode_nv(
     const uint ch = tid % chunks, st = tid / chunks;
     if (st < streams) {
         float4 acc[ANV_MAXG];
+        #pragma unroll
         for (uint h = 0; h < ANV_MAXG; h++) {
             acc[h] = float4(0.0f);
         }
         device const KV * vg = v + (ulong)j0 * kvw + g * Dh + 4 * ch;
-        for (uint jj = st; jj < n; jj += streams) {
-            const float4 vv = anv_load((device const KV4 *)(vg + (ulong)jj * kvw));
-            for (uint h = 0; h < ANV_MAXG; h++) {
-                if (h < G) {
-                    acc[h] += ss[h * ANV_MAXS + jj] * vv;
+        for (uint j = st; j < n; j += ANV_U * streams) {
+            float4 vv[ANV_U]; // ANV_U loads in flight before the first is used
+            #pragma unroll
+            for (uint u = 0; u < ANV_U; u++) {
+                const uint jj = j + u * streams;
+                vv[u] = jj < n ? anv_load((device const KV4 *)(vg + (ulong)jj * kvw)) : float4(0.0f);
+            }
+            #pragma unroll
+            for (uint u = 0; u < ANV_U; u++) {
+                const uint jj = j + u * streams;
+                if (jj < n) {
+                    #pragma unroll
+                    for (uint h = 0; h < ANV_MAXG; h++) {
+                        if (h < G) {
+                            acc[h] += ss[h * ANV_MAXS + jj] * vv[u];
+                        }
+                    }
                 }
             }
         }
+        #pragma unroll
         for (uint h = 0; h < ANV_MAXG; h++) {
             if (h < G) {
                 red[(st * G + h) * chunks + ch] = acc[h];
@@ -182,3 +214,72 @@ typedef decltype(attn_decode_nv<float, float4>) attn_nv_t;
 template [[host_name("attn_decode_nv_f32_f32")]] kernel attn_nv_t attn_decode_nv<float, float4>;
 typedef decltype(attn_decode_nv<half, half4>) attn_nv_half_t;
 template [[host_name("attn_decode_nv_f16_f32")]] kernel attn_nv_half_t attn_decode_nv<half, half4>;
+
+// attn_reduce_nv_f32: out (rows·head_dim) from attn_decode_nv's partials, one
+// threadgroup of ANV_TG threads per row (query head): M = max_s m_s and
+// den = Σ_s d_s·e^(m_s−M) with the threads striding the splits (simd_max,
+// simd_sum, then the 4 simdgroups' in order), the weights e^(m_s−M) kept in
+// threadgroup memory (splits floats), then thread c sums Σ_s w_s·o_s[c] with
+// ANV_U partials in flight and writes it times 1/den. Splits ≤ 4096.
+kernel void attn_reduce_nv_f32(
+        constant attn_reduce_args & args [[buffer(0)]],
+        device const float        * part [[buffer(1)]],
+        device       float        * out  [[buffer(2)]],
+        threadgroup  float        * w    [[threadgroup(0)]],
+        uint   row  [[threadgroup_position_in_grid]],
+        ushort tid  [[thread_index_in_threadgroup]],
+        ushort sg   [[simdgroup_index_in_threadgroup]],
+        ushort lane [[thread_index_in_simdgroup]]) {
+    const uint Dh = args.head_dim, S = args.splits, stride = Dh + 2;
+    device const float * p = part + (ulong)row * S * stride;
+    threadgroup float * red = w + S; // ANV_TG/32 partial maxima, then sums
+
+    float mx = ANV_NEG;
+    for (uint s = tid; s < S; s += ANV_TG) {
+        mx = max(mx, p[s * stride]);
+    }
+    mx = simd_max(mx);
+    if (lane == 0) {
+        red[sg] = mx;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float M = red[0];
+    for (uint i = 1; i < ANV_TG / 32; i++) {
+        M = max(M, red[i]);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup); // red is reused below
+    // A split that saw no key has m = ANV_NEG, d = 0, o = 0: weight 0.
+    float den = 0.0f;
+    for (uint s = tid; s < S; s += ANV_TG) {
+        const float e = exp(p[s * stride] - M);
+        w[s] = e;
+        den += p[s * stride + 1] * e;
+    }
+    den = simd_sum(den);
+    if (lane == 0) {
+        red[sg] = den;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    den = red[0];
+    for (uint i = 1; i < ANV_TG / 32; i++) {
+        den += red[i];
+    }
+    const float inv = 1.0f / den;
+    for (uint c = tid; c < Dh; c += ANV_TG) {
+        float acc = 0.0f;
+        for (uint s0 = 0; s0 < S; s0 += ANV_U) {
+            float o[ANV_U];
+            #pragma unroll
+            for (uint u = 0; u < ANV_U; u++) {
+                o[u] = s0 + u < S ? p[(s0 + u) * stride + 2 + c] : 0.0f;
+            }
+            #pragma unroll
+            for (uint u = 0; u < ANV_U; u++) {
+                if (s0 + u < S) {
+                    acc += w[s0 + u] * o[u];
+                }
+            }
+        }
+        out[(ulong)row * Dh + c] = acc * inv;
+    }
+}
