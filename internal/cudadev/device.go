@@ -31,6 +31,7 @@ package cudadev
 import (
 	"errors"
 	"fmt"
+	"io"
 	"runtime"
 	"sync"
 	"time"
@@ -62,6 +63,7 @@ type Device struct {
 	graphs   []*graph // most recently used first
 	events   []*cuda.Event
 	noGraphs bool
+	prof     *profiler // nil unless profiling
 }
 
 // maxGraphs is how many decode-step graphs are kept (a step's shape changes
@@ -95,12 +97,17 @@ type Options struct {
 	Library  string // the driver library; "": $INGOT_CUDA_LIB, else libcuda.so.1
 	Device   int    // the device ordinal
 	NoGraphs bool   // launch every command buffer's kernels one by one (for comparison)
+	// Profile times every kernel and writes the totals here at Release
+	// (INGOT_CUDA_PROFILE=1: to stderr); see profiler. ProfileBlock is the
+	// blocker's size in bytes (0: 8 GiB).
+	Profile      io.Writer
+	ProfileBlock int
 }
 
 // Open opens device o.Device's primary context on a goroutine of its own.
 // Without a driver or a device the error wraps cuda.ErrUnavailable.
 func Open(o Options) (*Device, error) {
-	d := &Device{work: make(chan func()), done: make(chan struct{}), pipes: map[string]*pipeline{}, mods: map[string]*cuda.Module{}, noGraphs: o.NoGraphs}
+	d := &Device{work: make(chan func()), done: make(chan struct{}), pipes: map[string]*pipeline{}, mods: map[string]*cuda.Module{}, noGraphs: o.NoGraphs, prof: newProfiler(o)}
 	opened := make(chan error, 1)
 	go d.loop(o, opened)
 	if err := <-opened; err != nil {
@@ -138,6 +145,9 @@ func (d *Device) loop(o Options, opened chan<- error) {
 	}
 	for _, g := range d.graphs {
 		g.destroy(d)
+	}
+	if d.prof != nil && d.prof.block != 0 {
+		d.c.Free(d.prof.block)
 	}
 	for _, e := range d.events {
 		e.Destroy()
@@ -195,6 +205,9 @@ func (d *Device) Release() {
 	d.mu.Unlock()
 	close(d.work)
 	<-d.done
+	if d.prof != nil {
+		d.prof.report()
+	}
 }
 
 // buffer is device memory.
@@ -338,6 +351,12 @@ type commandBuffer struct {
 	end      *cuda.Event
 	err      error
 	gpu      time.Duration
+
+	// profiling only: an event before the blocker, one after each launch,
+	// and the CPU time the launches took
+	b0     *cuda.Event
+	marks  []*cuda.Event
+	submit time.Duration
 }
 
 // launch is one recorded dispatch: its parameters are args[off:off+size] in
@@ -369,6 +388,9 @@ func (cb *commandBuffer) Commit() {
 		}
 		if cb.end, err = d.event(); err != nil {
 			return err
+		}
+		if d.prof != nil {
+			return cb.launchProfiled()
 		}
 		if len(cb.launches) >= minGraphLaunches && !d.noGraphs {
 			return cb.replay()
@@ -568,6 +590,9 @@ func (cb *commandBuffer) Wait() error {
 		err := cb.end.Synchronize()
 		if err == nil {
 			cb.gpu, _ = cb.end.Since(cb.start)
+			if d.prof != nil && cb.b0 != nil {
+				cb.account()
+			}
 		}
 		d.events = append(d.events, cb.start, cb.end)
 		if cb.constBuf != 0 {

@@ -145,3 +145,49 @@ func TestStubGraphs(t *testing.T) {
 		d.Release()
 	}
 }
+
+// TestStubProfile: with a profiler every command buffer runs launch by launch
+// behind the blocker, and Release reports each kernel's launches.
+func TestStubProfile(t *testing.T) {
+	var out strings.Builder
+	d, err := cudadev.Open(cudadev.Options{Library: cudatest.Stub(t), Profile: &out, ProfileBlock: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := kernels.NewMetal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 64
+	x, dst := b.New(1, n), b.New(1, n)
+	w, err := b.Upload(kernels.FromF32(make([]float32, n), n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		cudatest.Call(t, "stub_reset")
+		for range 10 {
+			b.RMSNorm(dst, x, w, 1e-5)
+			b.Add(dst, dst, x)
+		}
+		if err := b.Sync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if ls := cudatest.Launches(t); len(ls) != 20 {
+			t.Fatalf("%d launches, want 20", len(ls))
+		}
+	}
+	b.Close()
+	d.Release()
+	rep := out.String()
+	for _, want := range []string{"40 launches in 2 command buffers", "blocker 1 MiB", "\nrmsnorm_f32 ", "\nadd_f32 "} {
+		if !strings.Contains(rep, want) {
+			t.Errorf("report lacks %q:\n%s", want, rep)
+		}
+	}
+	for _, l := range strings.Split(rep, "\n") {
+		if f := strings.Fields(l); len(f) == 5 && (f[0] == "rmsnorm_f32" || f[0] == "add_f32") && f[1] != "20" {
+			t.Errorf("%s: %s launches, want 20", f[0], f[1])
+		}
+	}
+}
