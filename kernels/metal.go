@@ -14,9 +14,14 @@ import (
 // or the MSL interpreter (internal/msl, the "metal-emu" backend). Both run the
 // same kernels (package shaders) through this same dispatch code.
 //
-// Ops are encoded into one command buffer and run when [Metal.Sync] (or
-// [Metal.Download], [Metal.Argmax], [Metal.TopK]) commits it and waits: one command buffer and
-// one CPU wait per Sync. [Metal.ArgmaxAsync] commits without waiting, so the
+// Ops are encoded into a command buffer and run when [Metal.Sync] (or
+// [Metal.Download], [Metal.Argmax], [Metal.TopK]) commits it and waits: one
+// CPU wait per Sync. On a device that limits command buffers (Apple's GPU and
+// the interpreter, see [metal.WorkLimiter]) the one being encoded is also
+// committed, without a wait, at the start of each forward call ([Metal.Embed])
+// and once its work reaches the device's limit, so a long prefill is many
+// short command buffers the macOS watchdog leaves alone; CUDA, which replays
+// whole command buffers as graphs, gets one per Sync. [Metal.ArgmaxAsync] commits without waiting, so the
 // next token's command buffer can be queued behind it (see [Pipeliner]); the
 // device runs committed command buffers in order. Dependent dispatches are
 // separated by barriers, found by tracking which buffers each dispatch reads
@@ -42,6 +47,10 @@ type Metal struct {
 	err      error          // first encoding error, returned by Sync
 	inflight []committed    // committed and not yet waited for, oldest first
 	seq      int64          // command buffers committed so far
+
+	// Command buffer splitting (see metal.WorkLimiter): work is the sum over
+	// cb's dispatches of rows, the tokens of the forward call being encoded.
+	workLimit, work, rows int
 
 	// Hazard tracking since the last barrier (buffer granularity).
 	written, read []metal.Buffer
@@ -104,7 +113,10 @@ func NewMetal(dev metal.Device) (*Metal, error) {
 	if dev == nil {
 		return nil, fmt.Errorf("kernels: metal: nil device")
 	}
-	m := &Metal{dev: dev, pipes: map[string]metal.Pipeline{}, shape: shapeOf(dev), nv: &nvTable{by: map[metal.Buffer][]nvPairs{}}}
+	m := &Metal{dev: dev, pipes: map[string]metal.Pipeline{}, shape: shapeOf(dev), nv: &nvTable{by: map[metal.Buffer][]nvPairs{}}, rows: 1}
+	if w, ok := dev.(metal.WorkLimiter); ok {
+		m.workLimit = w.CommandBufferWork()
+	}
 	var err error
 	if m.argmaxOut, err = m.newBuffer(16); err != nil {
 		return nil, err
@@ -312,7 +324,7 @@ func (m *Metal) commit() {
 	m.seq++
 	m.stats.CommandBuffers++
 	m.inflight = append(m.inflight, committed{cb: m.cb, seq: m.seq, last: m.last, release: m.pending})
-	m.cb, m.enc, m.last, m.pending = nil, nil, "", nil
+	m.cb, m.enc, m.last, m.pending, m.work = nil, nil, "", nil, 0
 	m.written, m.read = m.written[:0], m.read[:0]
 }
 
@@ -484,6 +496,21 @@ func (m *Metal) run(groups, threads metal.Size) {
 	e.Dispatch(groups, threads)
 	m.last = c.name
 	m.stats.Dispatches++
+	if m.workLimit > 0 {
+		if m.work += m.rows; m.work >= m.workLimit {
+			m.commit() // after the dispatch: its transient buffers go with it
+		}
+	}
+}
+
+// startCall begins a forward call of rows tokens (Embed): on a device that
+// limits command buffers, the work before it is committed, so every prefill
+// chunk starts a command buffer of its own.
+func (m *Metal) startCall(rows int) {
+	m.rows = max(rows, 1)
+	if m.workLimit > 0 && m.cb != nil {
+		m.commit()
+	}
 }
 
 // hazard reports whether the dispatch being encoded reads a buffer written, or

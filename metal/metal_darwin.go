@@ -32,8 +32,9 @@ import (
 )
 
 var (
-	_ Device   = (*device)(nil)
-	_ Informer = (*device)(nil)
+	_ Device      = (*device)(nil)
+	_ Informer    = (*device)(nil)
+	_ WorkLimiter = (*device)(nil)
 )
 
 const (
@@ -176,6 +177,10 @@ func (d *device) compile(source string) error {
 	}
 	return nil
 }
+
+// CommandBufferWork is [CommandBufferWork]: the backend commits long encodes
+// in pieces the watchdog leaves alone (see [WorkLimiter]).
+func (d *device) CommandBufferWork() int { return CommandBufferWork }
 
 // Name is MTLDevice.name, e.g. "Apple M2 Max".
 func (d *device) Name() string { return d.info.Name }

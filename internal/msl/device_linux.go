@@ -121,7 +121,17 @@ type Device struct {
 	opts    Options
 	threads int
 	trace   string // INGOT_MSL_TRACE
+
+	tally metal.Tally // counts, with the calls Apple's device would send (its bookkeeping)
 }
+
+// Counts returns what the device's command buffers did, with the
+// Objective-C calls Apple's device would have sent for them.
+func (d *Device) Counts() metal.Counts { return d.tally.Counts() }
+
+// CommandBufferWork is [metal.CommandBufferWork]: the interpreter splits
+// command buffers as Apple's device does (see [metal.WorkLimiter]).
+func (d *Device) CommandBufferWork() int { return metal.CommandBufferWork }
 
 // Open compiles files (or loads them from the cache) and returns a device
 // running their kernels. It fails with the compiler's diagnostics (pointing at
@@ -213,7 +223,10 @@ func (d *Device) Pipeline(name string) (metal.Pipeline, error) {
 }
 
 // CommandBuffer starts a command buffer.
-func (d *Device) CommandBuffer() (metal.CommandBuffer, error) { return &CommandBuffer{d: d}, nil }
+func (d *Device) CommandBuffer() (metal.CommandBuffer, error) {
+	d.tally.CommandBuffer()
+	return &CommandBuffer{d: d}, nil
+}
 
 // MaxWorkingSet is three quarters of physical memory.
 func (d *Device) MaxWorkingSet() int64 {
@@ -275,6 +288,7 @@ type dispatch struct {
 // A CommandBuffer records dispatches and runs them, in order, on Commit.
 type CommandBuffer struct {
 	d         *Device
+	enc       *Encoder // the open encoder, if any
 	cmds      []dispatch
 	scratch   []*Buffer // SetBytes copies
 	committed bool
@@ -283,7 +297,14 @@ type CommandBuffer struct {
 }
 
 // Encoder returns a compute encoder for this command buffer.
-func (c *CommandBuffer) Encoder() metal.Encoder { return &Encoder{cb: c} }
+func (c *CommandBuffer) Encoder() metal.Encoder {
+	if c.enc != nil {
+		c.enc.End()
+	}
+	c.d.tally.Encoder()
+	c.enc = &Encoder{cb: c}
+	return c.enc
+}
 
 // Commit runs the recorded dispatches and stops at the first error.
 func (c *CommandBuffer) Commit() {
@@ -291,7 +312,11 @@ func (c *CommandBuffer) Commit() {
 		c.err = errors.New("msl: command buffer committed twice")
 		return
 	}
+	if c.enc != nil {
+		c.enc.End()
+	}
 	c.committed = true
+	c.d.tally.Commit()
 	start := time.Now()
 	var names []string
 	for i := range c.cmds {
@@ -343,6 +368,7 @@ func (c *CommandBuffer) Wait() error {
 	if !c.committed {
 		return errors.New("msl: Wait before Commit")
 	}
+	c.d.tally.Wait()
 	return c.err
 }
 
@@ -353,6 +379,7 @@ func (c *CommandBuffer) GPUDuration() time.Duration { return c.dur }
 // across dispatches until changed.
 type Encoder struct {
 	cb    *CommandBuffer
+	b     metal.Bindings // which of the calls below Apple's device would send
 	pipe  *Pipeline
 	bufs  [maxBuffers]bufBinding
 	tg    [maxBuffers]int
@@ -373,6 +400,7 @@ func (e *Encoder) SetPipeline(p metal.Pipeline) {
 		return
 	}
 	e.pipe = mp
+	e.b.Pipeline(p)
 }
 
 func (e *Encoder) SetBuffer(index int, b metal.Buffer, offset int) {
@@ -388,6 +416,7 @@ func (e *Encoder) SetBuffer(index int, b metal.Buffer, offset int) {
 		e.fail("SetBuffer(%d): offset %d outside the buffer's %d bytes", index, offset, len(mb.data))
 	default:
 		e.bufs[index] = bufBinding{mb, offset}
+		e.b.Buffer(index, b, offset)
 	}
 }
 
@@ -396,6 +425,9 @@ func (e *Encoder) SetBytes(index int, v []byte) {
 	if index < 0 || index >= maxBuffers {
 		e.fail("SetBytes: index %d out of range 0..%d", index, maxBuffers-1)
 		return
+	}
+	if !e.b.Bytes(index, v) {
+		return // the same bytes are bound there already
 	}
 	b, err := newGuarded(len(v))
 	if err != nil {
@@ -413,6 +445,7 @@ func (e *Encoder) SetThreadgroupMemory(index, n int) {
 		return
 	}
 	e.tg[index] = n
+	e.b.ThreadgroupMemory(index, n)
 }
 
 // Dispatch records groups threadgroups of threads threads each. Binding
@@ -431,6 +464,7 @@ func (e *Encoder) Dispatch(groups, threads metal.Size) {
 	if d.err == nil {
 		d.err = validate(&d)
 	}
+	e.b.Dispatch(0, 0) // validate checks the threadgroup memory
 	if d.err != nil {
 		d.err = fmt.Errorf("msl: dispatch %s: %w", d.k.name, d.err)
 	}
@@ -470,8 +504,20 @@ func validate(d *dispatch) error {
 	return errors.Join(errs...)
 }
 
-func (e *Encoder) Barrier() {} // dispatches run one after another
-func (e *Encoder) End()     { e.ended = true }
+// Barrier does nothing but count: dispatches run one after another.
+func (e *Encoder) Barrier() { e.b.Barrier() }
+
+// End finishes the encoder; calling it again does nothing.
+func (e *Encoder) End() {
+	if e.ended {
+		return
+	}
+	e.ended = true
+	if e.cb.enc == e {
+		e.cb.enc = nil
+	}
+	e.cb.d.tally.End(&e.b)
+}
 
 // run executes one dispatch, spreading threadgroups over d.threads OS threads.
 func (d *Device) run(cmd *dispatch) error {

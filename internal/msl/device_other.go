@@ -42,3 +42,6 @@ func (d *Device) CommandBuffer() (metal.CommandBuffer, error) { return nil, ErrU
 func (d *Device) MaxWorkingSet() int64                        { return 0 }
 func (d *Device) MaxBufferLength() int                        { return 0 }
 func (d *Device) Release()                                    {}
+
+func (d *Device) Counts() metal.Counts   { return metal.Counts{} }
+func (d *Device) CommandBufferWork() int { return metal.CommandBufferWork }
