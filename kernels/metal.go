@@ -3,6 +3,7 @@ package kernels
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 	"unsafe"
@@ -47,6 +48,7 @@ type Metal struct {
 	err      error          // first encoding error, returned by Sync
 	inflight []committed    // committed and not yet waited for, oldest first
 	seq      int64          // command buffers committed so far
+	lost     error          // the device failed (wraps metal.ErrDeviceLost): every later call returns it
 
 	// Command buffer splitting (see metal.WorkLimiter): work is the sum over
 	// cb's dispatches of rows, the tokens of the forward call being encoded.
@@ -310,6 +312,9 @@ func (m *Metal) Sync(ctx context.Context) error {
 		err = m.err // the encoding error explains the device's
 	}
 	m.err = nil
+	if m.lost != nil {
+		return m.lost
+	}
 	return err
 }
 
@@ -344,6 +349,9 @@ func (m *Metal) wait(n int) error {
 		}
 		if werr != nil && err == nil {
 			err = fmt.Errorf("kernels: metal: command buffer (last kernel %s): %w", c.last, werr)
+			if errors.Is(werr, metal.ErrDeviceLost) && m.lost == nil {
+				m.lost = err
+			}
 		}
 	}
 	m.inflight = append(m.inflight[:0], m.inflight[n:]...)
@@ -449,9 +457,12 @@ func (m *Metal) tgmem(i, n int) { m.call.tg[i] = (n + 15) &^ 15 }
 
 // run encodes the dispatch begun by begin: groups threadgroups of threads
 // threads each, after a barrier if it depends on an earlier dispatch.
+//
+// Nothing is encoded after an error is recorded (until Sync returns it): a
+// dispatch whose binding failed would read the previous dispatch's buffer.
 func (m *Metal) run(groups, threads metal.Size) {
 	c := &m.call
-	if c.pipe == nil {
+	if m.err != nil || m.lost != nil {
 		return // the error is recorded
 	}
 	if n := threads.W * threads.H * threads.D; n > c.pipe.MaxThreads() {
@@ -461,7 +472,11 @@ func (m *Metal) run(groups, threads metal.Size) {
 	if m.cb == nil {
 		cb, err := m.dev.CommandBuffer()
 		if err != nil {
-			m.fail(fmt.Errorf("kernels: metal: command buffer: %w", err))
+			err = fmt.Errorf("kernels: metal: command buffer: %w", err)
+			if errors.Is(err, metal.ErrDeviceLost) {
+				m.lost = err
+			}
+			m.fail(err)
 			return
 		}
 		m.cb, m.enc = cb, cb.Encoder()

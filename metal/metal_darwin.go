@@ -17,6 +17,7 @@
 package metal
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -52,6 +53,8 @@ type device struct {
 	mu    sync.Mutex // guards pipes
 	pipes map[string]*pipeline
 	chk   releaseCheck
+
+	lost Lost // set by a command buffer that failed: later ones are refused
 }
 
 // Open opens the system's default Metal GPU, makes a command queue and compiles
@@ -324,20 +327,34 @@ func (d *device) newPipeline(name string) (*pipeline, error) {
 }
 
 // CommandBuffer starts a command buffer with unretained references on the
-// device's queue.
+// device's queue. With debug logging on (run -v) it asks for per-encoder
+// execution status in errors (errorOptions). After a command buffer failed
+// it returns that error: the GPU ignores the process's later work.
 func (d *device) CommandBuffer() (CommandBuffer, error) {
+	if err := d.lost.Err(); err != nil {
+		return nil, err
+	}
 	if d.queue == 0 {
 		return nil, errors.New("metal: CommandBuffer on a released device")
 	}
+	status := classMTLCommandBufferDescriptor != 0 && slog.Default().Enabled(context.Background(), slog.LevelDebug)
 	var id objc.ID
 	withPool(func() {
 		// Borrowed and autoreleased: retain it before the pool drains.
+		if status {
+			desc := msgID(msgID(classMTLCommandBufferDescriptor, selAlloc), selInit) // owned
+			msgSetBool(desc, selSetRetainedReferences, false)
+			msgSetUint(desc, selSetErrorOptions, mtlCommandBufferErrorOptionEncoderExecutionStatus)
+			id = retain(msgIDID(d.queue, selCommandBufferWithDescriptor, desc))
+			release(desc)
+			return
+		}
 		id = retain(msgID(d.queue, selCommandBufferUnretained))
 	})
 	if id == 0 {
 		return nil, errors.New("metal: commandBufferWithUnretainedReferences returned nil")
 	}
-	c := &commandBuffer{h: &owned{id: id}, maxTGMem: d.info.MaxThreadgroupMemory}
+	c := &commandBuffer{h: &owned{id: id}, d: d, maxTGMem: d.info.MaxThreadgroupMemory}
 	// A command buffer dropped without Wait is released when collected.
 	runtime.AddCleanup(c, func(h *owned) { withPool(h.release) }, c.h)
 	return c, nil
@@ -414,6 +431,7 @@ func (h *owned) release() {
 // commandBuffer is a retained MTLCommandBuffer. It is not safe for concurrent use.
 type commandBuffer struct {
 	h          *owned
+	d          *device
 	enc        *encoder // the open encoder, if any
 	err        error    // first encoding error; nothing is encoded after it
 	committed  bool
@@ -487,7 +505,14 @@ func (c *commandBuffer) Wait() error {
 		nserr := msgID(id, selError) // borrowed
 		switch {
 		case nserr != 0 || status == mtlCommandBufferStatusError:
-			gpuErr = fmt.Errorf("metal: command buffer (%d dispatches, last kernel %q): %s", c.dispatches, c.kernel, nsErrorText(nserr))
+			e := &CommandBufferError{Dispatches: c.dispatches, Kernel: c.kernel, Text: "unknown error (no NSError)"}
+			if nserr != 0 {
+				e.Code = msgInt(nserr, selCode)
+				e.Text = goString(msgID(nserr, selLocalizedDescription))
+				e.Encoders = encoderStatus(nserr)
+			}
+			c.d.lost.Set(e) // Apple's GPU ignores the queue's later work
+			gpuErr = e
 		case status != mtlCommandBufferStatusCompleted:
 			gpuErr = fmt.Errorf("metal: command buffer finished with status %d, want %d (completed)", status, mtlCommandBufferStatusCompleted)
 		}
@@ -499,6 +524,39 @@ func (c *commandBuffer) Wait() error {
 	})
 	c.waitErr = errors.Join(c.err, gpuErr)
 	return c.waitErr
+}
+
+// encoderStatus describes the per-encoder execution status of a command
+// buffer's error (present with errorOptions, see CommandBuffer): each
+// encoder's label (or index) and state. Call it inside withPool.
+func encoderStatus(nserr objc.ID) string {
+	if keyEncoderInfo == 0 {
+		return ""
+	}
+	info := msgID(nserr, selUserInfo)
+	if info == 0 {
+		return ""
+	}
+	list := msgIDID(info, selObjectForKey, keyEncoderInfo) // NSArray<id<MTLCommandBufferEncoderInfo>>
+	if list == 0 {
+		return ""
+	}
+	states := [...]string{"unknown", "completed", "affected", "pending", "faulted"} // MTLCommandEncoderErrorState
+	var parts []string
+	for i := range msgUint(list, selCount) {
+		ei := msgIDUint(list, selObjectAtIndex, i)
+		name := goString(msgID(ei, selLabel))
+		if name == "" {
+			name = strconv.Itoa(int(i))
+		}
+		st := msgInt(ei, selErrorState)
+		s := strconv.Itoa(st)
+		if st >= 0 && st < len(states) {
+			s = states[st]
+		}
+		parts = append(parts, name+": "+s)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // GPUDuration is GPUEndTime − GPUStartTime, known after Wait.

@@ -83,6 +83,8 @@ const (
 	mtlCommandBufferStatusCompleted = 4
 	mtlCommandBufferStatusError     = 5
 
+	mtlCommandBufferErrorOptionEncoderExecutionStatus = 1 << 0 // MTLCommandBufferErrorOptionEncoderExecutionStatus
+
 	mtlLanguageVersion3_0 = 3<<16 + 0 // macOS 13
 	mtlLanguageVersion3_1 = 3<<16 + 1 // macOS 14
 	mtlLanguageVersion3_2 = 3<<16 + 2 // macOS 15
@@ -110,6 +112,8 @@ var (
 	selCode                   = objc.RegisterName("code")
 	selCount                  = objc.RegisterName("count")
 	selObjectAtIndex          = objc.RegisterName("objectAtIndex:")
+	selUserInfo               = objc.RegisterName("userInfo")
+	selObjectForKey           = objc.RegisterName("objectForKey:")
 )
 
 // MTLCompileOptions selectors.
@@ -151,7 +155,18 @@ var (
 )
 
 // MTLCommandQueue selectors.
-var selCommandBufferUnretained = objc.RegisterName("commandBufferWithUnretainedReferences")
+var (
+	selCommandBufferUnretained     = objc.RegisterName("commandBufferWithUnretainedReferences")
+	selCommandBufferWithDescriptor = objc.RegisterName("commandBufferWithDescriptor:") // macOS 11+
+)
+
+// MTLCommandBufferDescriptor and MTLCommandBufferEncoderInfo selectors.
+var (
+	selSetRetainedReferences = objc.RegisterName("setRetainedReferences:")
+	selSetErrorOptions       = objc.RegisterName("setErrorOptions:")
+	selErrorState            = objc.RegisterName("errorState")
+	selLabel                 = objc.RegisterName("label")
+)
 
 // MTLCommandBuffer selectors.
 var (
@@ -223,9 +238,14 @@ var (
 
 // Classes, looked up once the frameworks are loaded.
 var (
-	classNSString          objc.ID
-	classMTLCompileOptions objc.ID
+	classNSString                   objc.ID
+	classMTLCompileOptions          objc.ID
+	classMTLCommandBufferDescriptor objc.ID // 0 before macOS 11
 )
+
+// keyEncoderInfo is the NSString MTLCommandBufferEncoderInfoErrorKey (the
+// userInfo key of per-encoder execution status), or 0 if Metal lacks it.
+var keyEncoderInfo objc.ID
 
 var (
 	loadOnce sync.Once
@@ -290,6 +310,10 @@ func doLoad() error {
 	}
 	classNSString = objc.ID(objc.GetClass("NSString"))
 	classMTLCompileOptions = objc.ID(objc.GetClass("MTLCompileOptions"))
+	classMTLCommandBufferDescriptor = objc.ID(objc.GetClass("MTLCommandBufferDescriptor"))
+	if p, err := purego.Dlsym(libmetal, "MTLCommandBufferEncoderInfoErrorKey"); err == nil && p != 0 {
+		keyEncoderInfo = **(**objc.ID)(unsafe.Pointer(&p)) // the symbol is an NSString * variable
+	}
 	if classNSString == 0 || classMTLCompileOptions == 0 {
 		return errors.New("objc_getClass: NSString or MTLCompileOptions not found")
 	}

@@ -1,7 +1,9 @@
 package metal
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 )
 
@@ -180,3 +182,75 @@ func (b *Bindings) Dispatch(static, limit int) error {
 
 // Barrier counts memoryBarrierWithScope:.
 func (b *Bindings) Barrier() { b.Calls++ }
+
+// ErrDeviceLost is wrapped by the errors of a device after a command buffer
+// failed on it: Apple's GPU ignores a process's later submissions after such
+// an error, so the device refuses them and must be opened again.
+var ErrDeviceLost = errors.New("metal: device lost")
+
+// MTLCommandBufferError codes (MTLCommandBufferErrorDomain).
+const (
+	CodeInternal    = 1
+	CodeTimeout     = 2
+	CodePageFault   = 3
+	CodeIgnored     = 4 // AccessRevoked / SubmissionsIgnored: after earlier errors
+	CodeOutOfMemory = 8
+)
+
+// A CommandBufferError is a command buffer the GPU ended with an error
+// (MTLCommandBufferStatusError). It wraps [ErrDeviceLost].
+type CommandBufferError struct {
+	Code       int    // NSError code in MTLCommandBufferErrorDomain (see Code*)
+	Text       string // its localized description, e.g. "Impacting Interactivity (0000000e:kIOGPUCommandBufferCallbackErrorImpactingInteractivity)"
+	Dispatches int    // dispatches in the command buffer
+	Kernel     string // the last one's kernel
+	Encoders   string // per-encoder execution status, when errorOptions asked for it (-v)
+}
+
+// Cause names what went wrong and how to avoid it, from the code and the
+// IOGPU status in the text (0xe is the interactivity watchdog).
+func (e *CommandBufferError) Cause() string {
+	t := strings.ToLower(e.Text)
+	switch {
+	case strings.Contains(t, "impactinginteractivity") || strings.Contains(t, "0000000e") || strings.Contains(t, "impacting interactivity"):
+		return "the macOS GPU watchdog stopped a command buffer that held the GPU too long while the display was in use; " +
+			"use a shorter prompt or smaller prompt chunks, or a smaller model"
+	case e.Code == CodeTimeout || strings.Contains(t, "timeout"):
+		return "the GPU timed out; use a shorter prompt or smaller prompt chunks, or a smaller model"
+	case e.Code == CodeOutOfMemory || strings.Contains(t, "outofmemory") || strings.Contains(t, "out of memory"):
+		return "the GPU ran out of memory; use a smaller context (-ctx), a smaller model, or close other apps using the GPU"
+	case e.Code == CodeIgnored || strings.Contains(t, "submissionsignored"):
+		return "the GPU ignores this process's work after an earlier error; restart it"
+	case e.Code == CodePageFault:
+		return "a kernel read or wrote outside its buffers (a bug: please report it with `run selftest -backend metal`)"
+	}
+	return "GPU error"
+}
+
+func (e *CommandBufferError) Error() string {
+	s := fmt.Sprintf("metal: command buffer failed (%d dispatches, last kernel %s): %s (code %d): %s; the device is lost, load the model again",
+		e.Dispatches, e.Kernel, e.Text, e.Code, e.Cause())
+	if e.Encoders != "" {
+		s += "; encoders: " + e.Encoders
+	}
+	return s
+}
+
+func (e *CommandBufferError) Unwrap() error { return ErrDeviceLost }
+
+// Lost holds the error that made a device unusable, safe for concurrent use.
+// Devices embed it: after Set, their CommandBuffer returns Err.
+type Lost struct {
+	err atomic.Pointer[CommandBufferError]
+}
+
+// Set records e unless an error is recorded already.
+func (l *Lost) Set(e *CommandBufferError) { l.err.CompareAndSwap(nil, e) }
+
+// Err returns the recorded error, or nil.
+func (l *Lost) Err() error {
+	if e := l.err.Load(); e != nil {
+		return e
+	}
+	return nil
+}

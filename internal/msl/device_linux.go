@@ -123,6 +123,11 @@ type Device struct {
 	trace   string // INGOT_MSL_TRACE
 
 	tally metal.Tally // counts, with the calls Apple's device would send (its bookkeeping)
+	lost  metal.Lost  // set by a failed command buffer: later ones are refused
+
+	// Test hooks (see FailCommandBuffer, FailNewBuffers).
+	inject  atomic.Pointer[metal.CommandBufferError]
+	noAlloc atomic.Bool
 }
 
 // Counts returns what the device's command buffers did, with the
@@ -132,6 +137,15 @@ func (d *Device) Counts() metal.Counts { return d.tally.Counts() }
 // CommandBufferWork is [metal.CommandBufferWork]: the interpreter splits
 // command buffers as Apple's device does (see [metal.WorkLimiter]).
 func (d *Device) CommandBufferWork() int { return metal.CommandBufferWork }
+
+// FailCommandBuffer makes the next command buffer committed end with e
+// instead of running, as a GPU error would (a test hook): its Wait returns e
+// and the device is lost.
+func (d *Device) FailCommandBuffer(e *metal.CommandBufferError) { d.inject.Store(e) }
+
+// FailNewBuffers makes NewBuffer fail (fail true) or work again (a test hook
+// for allocation failures).
+func (d *Device) FailNewBuffers(fail bool) { d.noAlloc.Store(fail) }
 
 // Open compiles files (or loads them from the cache) and returns a device
 // running their kernels. It fails with the compiler's diagnostics (pointing at
@@ -172,6 +186,9 @@ func (d *Device) Kernels() []string {
 // granularity) right before an inaccessible page, so reading past its end
 // faults and is reported naming the kernel.
 func (d *Device) NewBuffer(n int) (metal.Buffer, error) {
+	if d.noAlloc.Load() {
+		return nil, fmt.Errorf("msl: NewBuffer(%d): allocation failure injected by FailNewBuffers", n)
+	}
 	if n > d.MaxBufferLength() {
 		return nil, fmt.Errorf("msl: NewBuffer: %d bytes exceeds the maximum buffer length %d", n, d.MaxBufferLength())
 	}
@@ -222,8 +239,12 @@ func (d *Device) Pipeline(name string) (metal.Pipeline, error) {
 	return &Pipeline{k: k}, nil
 }
 
-// CommandBuffer starts a command buffer.
+// CommandBuffer starts a command buffer; on a lost device it returns the
+// error that lost it.
 func (d *Device) CommandBuffer() (metal.CommandBuffer, error) {
+	if err := d.lost.Err(); err != nil {
+		return nil, err
+	}
 	d.tally.CommandBuffer()
 	return &CommandBuffer{d: d}, nil
 }
@@ -317,6 +338,15 @@ func (c *CommandBuffer) Commit() {
 	}
 	c.committed = true
 	c.d.tally.Commit()
+	if e := c.d.inject.Swap(nil); e != nil {
+		c.err = e
+		c.d.lost.Set(e)
+		c.cmds = nil
+	}
+	if err := c.d.lost.Err(); err != nil && c.err == nil {
+		c.err = err // committed before the device was lost, run after: the GPU ignores it
+		c.cmds = nil
+	}
 	start := time.Now()
 	var names []string
 	for i := range c.cmds {

@@ -43,5 +43,7 @@ func (d *Device) MaxWorkingSet() int64                        { return 0 }
 func (d *Device) MaxBufferLength() int                        { return 0 }
 func (d *Device) Release()                                    {}
 
-func (d *Device) Counts() metal.Counts   { return metal.Counts{} }
-func (d *Device) CommandBufferWork() int { return metal.CommandBufferWork }
+func (d *Device) Counts() metal.Counts                          { return metal.Counts{} }
+func (d *Device) CommandBufferWork() int                        { return metal.CommandBufferWork }
+func (d *Device) FailCommandBuffer(e *metal.CommandBufferError) {}
+func (d *Device) FailNewBuffers(fail bool)                      {}
