@@ -8,6 +8,8 @@ type Info struct {
 	MaxWorkingSet   int64  // recommendedMaxWorkingSetSize in bytes: keep resident bytes below it
 	MaxBufferLength int64  // maxBufferLength in bytes: the largest single buffer; split larger files
 	UnifiedMemory   bool   // hasUnifiedMemory: CPU and GPU share memory (every Apple silicon GPU)
+	Family          int    // the highest MTLGPUFamilyApple* supported (1007 = Apple7, M1); Open refuses < 1007
+	SIMDWidth       int    // threadExecutionWidth of the library's first pipeline; Open refuses ≠ 32
 
 	MaxThreadgroupMemory int    // maxThreadgroupMemoryLength in bytes, the sum over [[threadgroup(i)]]
 	AllocatedSize        int64  // currentAllocatedSize in bytes when Info was called

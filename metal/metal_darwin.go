@@ -50,11 +50,58 @@ type device struct {
 	id, queue, lib objc.ID
 	info           Info
 
-	mu    sync.Mutex // guards pipes
-	pipes map[string]*pipeline
+	mu    sync.Mutex // guards pipes; each entry is built under its own lock
+	pipes map[string]*pipeEntry
 	chk   releaseCheck
 
-	lost Lost // set by a command buffer that failed: later ones are refused
+	lost  Lost  // set by a command buffer that failed: later ones are refused
+	spans spans // encoders' autorelease pools, per OS thread
+}
+
+// spans records the encoders whose autorelease pool is open, per OS thread,
+// innermost last. Pools are per thread and must be popped in reverse order
+// of their pushes; an encoder ended out of order (or on another thread) does
+// not pop its pool, which then drains with the one around it.
+type spans struct {
+	mu   sync.Mutex
+	open map[uintptr][]*encoder
+}
+
+// push opens e's pool on this thread; the goroutine stays on it until End.
+func (s *spans) push(e *encoder) {
+	runtime.LockOSThread()
+	e.thread = pthreadSelf()
+	e.pool = autoreleasePoolPush()
+	s.mu.Lock()
+	if s.open == nil {
+		s.open = map[uintptr][]*encoder{}
+	}
+	s.open[e.thread] = append(s.open[e.thread], e)
+	s.mu.Unlock()
+}
+
+// pop closes e's pool if it is the innermost on the thread it was opened on
+// and this is that thread, and unpins the goroutine.
+func (s *spans) pop(e *encoder) {
+	s.mu.Lock()
+	st := s.open[e.thread]
+	inner := len(st) > 0 && st[len(st)-1] == e && pthreadSelf() == e.thread
+	for i, x := range st {
+		if x == e {
+			st = append(st[:i], st[i+1:]...)
+			break
+		}
+	}
+	if len(st) == 0 {
+		delete(s.open, e.thread)
+	} else {
+		s.open[e.thread] = st
+	}
+	s.mu.Unlock()
+	if inner {
+		autoreleasePoolPop(e.pool)
+	}
+	runtime.UnlockOSThread()
 }
 
 // Open opens the system's default Metal GPU, makes a command queue and compiles
@@ -72,18 +119,78 @@ func Open(source string) (Device, error) {
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	start := time.Now()
-	d := &device{pipes: make(map[string]*pipeline)}
-	var err error
-	withPool(func() { err = d.open(source) })
+	d := &device{pipes: make(map[string]*pipeEntry)}
+	var (
+		err   error
+		names []string
+	)
+	withPool(func() {
+		if err = d.open(source); err == nil {
+			names = d.functionNames()
+		}
+	})
+	if err == nil {
+		err = d.buildAll(names)
+	}
+	if err == nil {
+		err = checkGPU(runtime.GOARCH, d.info.Family, d.info.UnifiedMemory, d.info.SIMDWidth)
+		if err != nil {
+			slog.Warn("metal: GPU refused", "name", d.info.Name, "reason", err)
+		}
+	}
 	if err != nil {
 		withPool(d.releaseObjects)
 		return nil, err
 	}
-	slog.Debug("metal device opened", "name", d.info.Name, "macos", d.info.OSVersion,
+	slog.Debug("metal device opened", "name", d.info.Name, "macos", d.info.OSVersion, "family", d.info.Family,
 		"msl", d.info.LanguageVersion, "max_working_set", d.info.MaxWorkingSet,
 		"max_buffer", d.info.MaxBufferLength, "unified_memory", d.info.UnifiedMemory,
-		"took", time.Since(start))
+		"pipelines", len(names), "took", time.Since(start))
 	return d, nil
+}
+
+// functionNames lists the library's kernels. It runs inside an autorelease pool.
+func (d *device) functionNames() []string {
+	arr := msgID(d.lib, selFunctionNames) // borrowed NSArray<NSString *>
+	if arr == 0 {
+		return nil
+	}
+	var out []string
+	for i := range msgUint(arr, selCount) {
+		out = append(out, goString(msgIDUint(arr, selObjectAtIndex, i)))
+	}
+	return out
+}
+
+// buildAll builds the pipelines of names in parallel (the first token would
+// otherwise compile each inside its encode) and records the SIMD width of the
+// first. Pipeline errors are left for Pipeline to report when one is used.
+func (d *device) buildAll(names []string) error {
+	if len(names) == 0 {
+		return errors.New("metal: the library has no kernels")
+	}
+	start := time.Now()
+	work := make(chan string)
+	var wg sync.WaitGroup
+	for range min(runtime.NumCPU(), len(names)) {
+		wg.Go(func() {
+			for name := range work {
+				d.Pipeline(name) // cached, errors included
+			}
+		})
+	}
+	for _, name := range names {
+		work <- name
+	}
+	close(work)
+	wg.Wait()
+	p, err := d.Pipeline(names[0])
+	if err != nil {
+		return err
+	}
+	d.info.SIMDWidth = p.(*pipeline).simdWidth
+	slog.Debug("metal pipelines built", "n", len(names), "took", time.Since(start))
+	return nil
 }
 
 // open runs inside an autorelease pool.
@@ -102,6 +209,14 @@ func (d *device) open(source string) error {
 		UnifiedMemory:        msgBool(d.id, selHasUnifiedMemory),
 		MaxThreadgroupMemory: int(msgUint(d.id, selMaxThreadgroupMemoryLength)),
 		OSVersion:            osVersion(),
+	}
+	if msgRespond(d.id, selRespondsToSelector, selSupportsFamily) { // macOS 10.15+
+		for f := FamilyApple9 + 1; f >= FamilyApple7-6; f-- { // Apple10 … Apple1
+			if msgBoolInt(d.id, selSupportsFamily, f) {
+				d.info.Family = f
+				break
+			}
+		}
 	}
 	d.queue = msgID(d.id, selNewCommandQueue) // owned
 	if d.queue == 0 {
@@ -270,29 +385,40 @@ func (d *device) BufferNoCopy(b []byte) (Buffer, error) {
 	return &buffer{id: id, data: b[:len(b):len(b)]}, nil
 }
 
+// pipeEntry is one cached pipeline, built once under its own lock so that
+// several are built at the same time (Open builds them all in parallel).
+type pipeEntry struct {
+	once sync.Once
+	p    *pipeline
+	err  error
+}
+
 // Pipeline returns the compute pipeline for the kernel with this host name,
-// building and caching it on first use.
+// building and caching it on first use (Open builds every kernel's).
 func (d *device) Pipeline(name string) (Pipeline, error) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if d.lib == 0 {
+		d.mu.Unlock()
 		return nil, errors.New("metal: Pipeline on a released device")
 	}
-	if p, ok := d.pipes[name]; ok {
-		return p, nil
+	e, ok := d.pipes[name]
+	if !ok {
+		e = &pipeEntry{}
+		d.pipes[name] = e
 	}
-	var (
-		p   *pipeline
-		err error
-	)
-	withPool(func() { p, err = d.newPipeline(name) })
-	if err != nil {
-		return nil, err
+	d.mu.Unlock()
+	e.once.Do(func() {
+		start := time.Now()
+		withPool(func() { e.p, e.err = d.newPipeline(name) })
+		if e.err == nil {
+			slog.Debug("metal pipeline compiled", "kernel", name, "max_threads", e.p.maxThreads,
+				"simd_width", e.p.simdWidth, "static_threadgroup_bytes", e.p.staticTGMem, "took", time.Since(start))
+		}
+	})
+	if e.err != nil {
+		return nil, e.err
 	}
-	d.pipes[name] = p
-	slog.Debug("metal pipeline compiled", "kernel", name, "max_threads", p.maxThreads,
-		"simd_width", p.simdWidth, "static_threadgroup_bytes", p.staticTGMem)
-	return p, nil
+	return e.p, nil
 }
 
 // newPipeline runs inside an autorelease pool.
@@ -372,9 +498,11 @@ func (d *device) Release() {
 }
 
 func (d *device) releaseObjects() {
-	for _, p := range d.pipes {
-		release(p.id)
-		p.id = 0
+	for _, e := range d.pipes {
+		if e.p != nil {
+			release(e.p.id)
+			e.p.id = 0
+		}
 	}
 	d.pipes = nil
 	release(d.lib)
@@ -450,7 +578,10 @@ func (c *commandBuffer) fail(format string, args ...any) {
 }
 
 // Encoder ends any open encoder and starts a compute encoder with concurrent
-// dispatch: dispatches may overlap unless separated by Barrier.
+// dispatch: dispatches may overlap unless separated by Barrier. Until End, an
+// autorelease pool is open around the encoder's calls (whatever the driver
+// autoreleases in them drains at End) and the goroutine stays on its OS
+// thread.
 func (c *commandBuffer) Encoder() Encoder {
 	if c.enc != nil {
 		c.enc.End()
@@ -461,6 +592,8 @@ func (c *commandBuffer) Encoder() Encoder {
 		e.ended = true
 		return e
 	}
+	c.d.spans.push(e)
+	e.span = true
 	withPool(func() {
 		// Borrowed: retain it so it outlives the pool; End releases it.
 		e.id = retain(msgIDUint(c.h.id, selComputeEncoderWithType, mtlDispatchTypeConcurrent))
@@ -468,6 +601,7 @@ func (c *commandBuffer) Encoder() Encoder {
 	if e.id == 0 {
 		c.fail("computeCommandEncoderWithDispatchType returned nil")
 		e.ended = true
+		c.d.spans.pop(e)
 		return e
 	}
 	c.enc = e
@@ -563,12 +697,18 @@ func encoderStatus(nserr objc.ID) string {
 func (c *commandBuffer) GPUDuration() time.Duration { return c.dur }
 
 // encoder is a retained MTLComputeCommandEncoder with concurrent dispatch.
-// The hot-path methods call pre-registered trampolines directly.
+// The hot-path methods call pre-registered trampolines directly, and only
+// when the binding changes (see Bindings).
 type encoder struct {
 	cb    *commandBuffer
 	id    objc.ID
 	pipe  *pipeline
+	b     Bindings
 	ended bool
+
+	span   bool    // a pool is open (see spans)
+	thread uintptr // pthread_self when it was opened
+	pool   uintptr // objc_autoreleasePoolPush's token
 }
 
 // ok reports whether encoding may continue, recording use after End.
@@ -590,7 +730,9 @@ func (e *encoder) SetPipeline(p Pipeline) {
 		return
 	}
 	e.pipe = mp
-	msgSetPipeline(e.id, selSetComputePipelineState, mp.id)
+	if e.b.Pipeline(mp) {
+		msgSetPipeline(e.id, selSetComputePipelineState, mp.id)
+	}
 }
 
 func (e *encoder) SetBuffer(index int, b Buffer, offset int) {
@@ -611,7 +753,9 @@ func (e *encoder) SetBuffer(index int, b Buffer, offset int) {
 	case offset < 0 || offset > len(mb.data):
 		e.cb.fail("SetBuffer(%d): offset %d outside the buffer's %d bytes", index, offset, len(mb.data))
 	default:
-		msgSetBuffer(e.id, selSetBufferOffsetAtIndex, mb.id, uint(offset), uint(index))
+		if e.b.Buffer(index, mb, offset) {
+			msgSetBuffer(e.id, selSetBufferOffsetAtIndex, mb.id, uint(offset), uint(index))
+		}
 	}
 }
 
@@ -626,8 +770,10 @@ func (e *encoder) SetBytes(index int, v []byte) {
 	case len(v) == 0 || len(v) > maxSetBytes:
 		e.cb.fail("SetBytes(%d): %d bytes; setBytes takes 1 to %d (use a buffer)", index, len(v), maxSetBytes)
 	default:
-		msgSetBytes(e.id, selSetBytesLengthAtIndex, unsafe.Pointer(unsafe.SliceData(v)), uint(len(v)), uint(index))
-		runtime.KeepAlive(v)
+		if e.b.Bytes(index, v) {
+			msgSetBytes(e.id, selSetBytesLengthAtIndex, unsafe.Pointer(unsafe.SliceData(v)), uint(len(v)), uint(index))
+			runtime.KeepAlive(v)
+		}
 	}
 }
 
@@ -645,7 +791,9 @@ func (e *encoder) SetThreadgroupMemory(index, n int) {
 	case limit > 0 && n > limit:
 		e.cb.fail("SetThreadgroupMemory(%d): %d bytes exceeds maxThreadgroupMemoryLength %d", index, n, limit)
 	default:
-		msgSetTGMemory(e.id, selSetThreadgroupMemory, uint(n), uint(index))
+		if e.b.ThreadgroupMemory(index, n) {
+			msgSetTGMemory(e.id, selSetThreadgroupMemory, uint(n), uint(index))
+		}
 	}
 }
 
@@ -668,6 +816,10 @@ func (e *encoder) Dispatch(groups, threads Size) {
 	case n > int64(p.maxThreads):
 		e.cb.fail("dispatch %s: %d threads per threadgroup exceeds pipeline max %d", p.name, n, p.maxThreads)
 	default:
+		if err := e.b.Dispatch(p.staticTGMem, e.cb.maxTGMem); err != nil {
+			e.cb.fail("dispatch %s: %v", p.name, err)
+			return
+		}
 		msgDispatch(e.id, selDispatchThreadgroups,
 			mtlSize{Width: uint(g.W), Height: uint(g.H), Depth: uint(g.D)},
 			mtlSize{Width: uint(t.W), Height: uint(t.H), Depth: uint(t.D)})
@@ -681,6 +833,7 @@ func (e *encoder) Barrier() {
 	if !e.ok() {
 		return
 	}
+	e.b.Barrier()
 	msgBarrier(e.id, selMemoryBarrierWithScope, mtlBarrierScopeBuffers)
 }
 
@@ -699,4 +852,8 @@ func (e *encoder) End() {
 		msgVoid(id, selEndEncoding)
 		release(id)
 	})
+	if e.span {
+		e.span = false
+		e.cb.d.spans.pop(e)
+	}
 }

@@ -136,10 +136,14 @@ var (
 	selNewPipelineWithFunction      = objc.RegisterName("newComputePipelineStateWithFunction:error:")
 	selNewBufferWithLength          = objc.RegisterName("newBufferWithLength:options:")
 	selNewBufferWithBytesNoCopy     = objc.RegisterName("newBufferWithBytesNoCopy:length:options:deallocator:")
+	selSupportsFamily               = objc.RegisterName("supportsFamily:")
 )
 
 // MTLLibrary selectors.
-var selNewFunctionWithName = objc.RegisterName("newFunctionWithName:")
+var (
+	selNewFunctionWithName = objc.RegisterName("newFunctionWithName:")
+	selFunctionNames       = objc.RegisterName("functionNames")
+)
 
 // MTLBuffer selectors.
 var (
@@ -202,6 +206,7 @@ var (
 	msgPointer func(self objc.ID, cmd objc.SEL) unsafe.Pointer   // - (void *)contents
 	msgCString func(self objc.ID, cmd objc.SEL) string           // - (const char *)UTF8String; purego copies it
 	msgRespond func(self objc.ID, cmd objc.SEL, s objc.SEL) bool // - (BOOL)respondsToSelector:(SEL)
+	msgBoolInt func(self objc.ID, cmd objc.SEL, v int) bool      // - (BOOL)supportsFamily:(MTLGPUFamily)
 	msgIDUint  func(self objc.ID, cmd objc.SEL, a uint) objc.ID  // - (id)m:(NSUInteger)
 	msgIDID    func(self objc.ID, cmd objc.SEL, a objc.ID) objc.ID
 	msgSetBool func(self objc.ID, cmd objc.SEL, v bool)
@@ -232,6 +237,7 @@ var (
 var (
 	autoreleasePoolPush          func() uintptr
 	autoreleasePoolPop           func(pool uintptr)
+	pthreadSelf                  func() uintptr
 	mtlCreateSystemDefaultDevice func() objc.ID
 	mtlCopyAllDevices            func() objc.ID
 )
@@ -291,6 +297,7 @@ func doLoad() error {
 	}{
 		{&autoreleasePoolPush, libobjc, "objc_autoreleasePoolPush"},
 		{&autoreleasePoolPop, libobjc, "objc_autoreleasePoolPop"},
+		{&pthreadSelf, purego.RTLD_DEFAULT, "pthread_self"},
 		{&mtlCreateSystemDefaultDevice, libmetal, "MTLCreateSystemDefaultDevice"},
 		{&mtlCopyAllDevices, libmetal, "MTLCopyAllDevices"},
 	} {
@@ -302,7 +309,7 @@ func doLoad() error {
 	}
 	for _, fptr := range []any{
 		&msgID, &msgVoid, &msgUint, &msgInt, &msgBool, &msgDouble, &msgPointer, &msgCString,
-		&msgRespond, &msgIDUint, &msgIDID, &msgSetBool, &msgSetInt, &msgSetUint,
+		&msgRespond, &msgBoolInt, &msgIDUint, &msgIDID, &msgSetBool, &msgSetInt, &msgSetUint,
 		&msgInitWithBytes, &msgNewLibrary, &msgNewPipeline, &msgNewBuffer, &msgNewBufferNoCopy,
 		&msgSetPipeline, &msgSetBuffer, &msgSetBytes, &msgSetTGMemory, &msgDispatch, &msgBarrier,
 	} {

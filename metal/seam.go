@@ -7,6 +7,39 @@ import (
 	"sync/atomic"
 )
 
+// Apple GPU families (MTLGPUFamily): the kernels need Apple7 (M1 and A14)
+// or later for simdgroup matrices.
+const (
+	FamilyApple7 = 1007
+	FamilyApple9 = 1009
+)
+
+// checkGPU reports why a Metal GPU cannot run ingot's kernels, or nil: the
+// process must be arm64 (a darwin/amd64 build runs on an Intel Mac, or under
+// Rosetta with 4 KiB pages the no-copy weight mapping does not expect), the GPU
+// Apple7 or later (family: the highest supported, 0 if none), with unified
+// memory and a SIMD width (threadExecutionWidth) of 32, which the kernels'
+// simdgroup row mapping assumes: another width computes wrong rows silently.
+func checkGPU(arch string, family int, unified bool, simdWidth int) error {
+	var why []string
+	if arch != "arm64" {
+		why = append(why, fmt.Sprintf("this is a darwin/%s build (an Intel Mac, or Rosetta): use the darwin/arm64 build on Apple silicon", arch))
+	}
+	if family < FamilyApple7 {
+		why = append(why, "the GPU is not Apple7 or later (M1/A14 or newer)")
+	}
+	if !unified {
+		why = append(why, "the GPU has no unified memory")
+	}
+	if simdWidth != 32 {
+		why = append(why, fmt.Sprintf("the GPU's SIMD width is %d, not 32", simdWidth))
+	}
+	if len(why) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s (use -backend cpu)", ErrUnavailable, strings.Join(why, "; "))
+}
+
 // CommandBufferWork is the work after which Apple's GPU and the interpreter
 // ask for the command buffer being encoded to be committed (see
 // [WorkLimiter]): 64 dispatches of a one-token decode step, 8 of a 512-token

@@ -43,3 +43,85 @@ func TestCommandBufferErrorCause(t *testing.T) {
 		t.Errorf("Lost.Err = %v, want the first error", got)
 	}
 }
+
+// TestCheckGPU: Open refuses what is not an Apple-silicon GPU the kernels
+// were written for, saying why.
+func TestCheckGPU(t *testing.T) {
+	for _, tc := range []struct {
+		arch    string
+		family  int
+		unified bool
+		simd    int
+		want    string // "" ok
+	}{
+		{"arm64", FamilyApple7, true, 32, ""},
+		{"arm64", FamilyApple9, true, 32, ""},
+		{"amd64", FamilyApple7, true, 32, "darwin/amd64"},
+		{"amd64", 0, false, 64, "not Apple7"},
+		{"arm64", 0, true, 32, "not Apple7"},
+		{"arm64", FamilyApple7, false, 32, "unified memory"},
+		{"arm64", FamilyApple7, true, 64, "SIMD width is 64"},
+	} {
+		err := checkGPU(tc.arch, tc.family, tc.unified, tc.simd)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%+v: %v, want nil", tc, err)
+		case tc.want != "" && (!errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%+v: %v, want ErrUnavailable saying %q", tc, err, tc.want)
+		}
+	}
+}
+
+// TestBindingsThreadgroupMemory: a dispatch's threadgroup memory is the sum
+// of the lengths set for it plus the pipeline's static memory.
+func TestBindingsThreadgroupMemory(t *testing.T) {
+	var b Bindings
+	b.ThreadgroupMemory(0, 16384)
+	b.ThreadgroupMemory(1, 16384)
+	if err := b.Dispatch(0, 32768); err != nil {
+		t.Errorf("32768 bytes in two arguments: %v", err)
+	}
+	b.ThreadgroupMemory(0, 16384)
+	b.ThreadgroupMemory(1, 16384)
+	if err := b.Dispatch(16, 32768); err == nil || !strings.Contains(err.Error(), "16 (static)") {
+		t.Errorf("32768 + 16 static bytes: %v, want an error", err)
+	}
+	b.ThreadgroupMemory(1, 20000)
+	b.ThreadgroupMemory(1, 16000) // set twice: the last length counts
+	if err := b.Dispatch(0, 16384); err != nil {
+		t.Errorf("one argument of 16000 bytes: %v", err)
+	}
+	if err := b.Dispatch(0, 1); err != nil {
+		t.Errorf("nothing set for the dispatch: %v", err)
+	}
+}
+
+// TestBindingsSkip: calls that change nothing are not sent.
+func TestBindingsSkip(t *testing.T) {
+	type buf struct{ Buffer }
+	x, y := &buf{}, &buf{}
+	var b Bindings
+	for _, tc := range []struct {
+		name string
+		call func() bool
+		want bool
+	}{
+		{"first buffer", func() bool { return b.Buffer(1, x, 0) }, true},
+		{"same buffer", func() bool { return b.Buffer(1, x, 0) }, false},
+		{"new offset", func() bool { return b.Buffer(1, x, 16) }, true},
+		{"other buffer", func() bool { return b.Buffer(1, y, 16) }, true},
+		{"bytes", func() bool { return b.Bytes(0, []byte{1, 2, 3, 4}) }, true},
+		{"same bytes", func() bool { return b.Bytes(0, []byte{1, 2, 3, 4}) }, false},
+		{"other bytes", func() bool { return b.Bytes(0, []byte{1, 2, 3, 5}) }, true},
+		{"buffer over bytes", func() bool { return b.Buffer(0, x, 0) }, true},
+		{"bytes over buffer", func() bool { return b.Bytes(0, []byte{1, 2, 3, 5}) }, true},
+		{"long bytes", func() bool { return b.Bytes(2, make([]byte, 100)) }, true},
+		{"long bytes again", func() bool { return b.Bytes(2, make([]byte, 100)) }, true},
+		{"threadgroup", func() bool { return b.ThreadgroupMemory(0, 128) }, true},
+		{"same threadgroup", func() bool { return b.ThreadgroupMemory(0, 128) }, false},
+	} {
+		if got := tc.call(); got != tc.want {
+			t.Errorf("%s: sent %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
