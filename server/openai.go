@@ -1,0 +1,368 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/ingot-llm/ingot/tokenize"
+)
+
+// maxTopLogprobs is the most alternatives a token's logprobs may list.
+const maxTopLogprobs = 20
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// chatRequest is the body of POST /v1/chat/completions. Fields not listed
+// are ignored.
+type chatRequest struct {
+	Model               string          `json:"model"`
+	Messages            json.RawMessage `json:"messages"`
+	Stream              bool            `json:"stream"`
+	StreamOptions       *streamOptions  `json:"stream_options"`
+	MaxTokens           *int            `json:"max_tokens"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Logprobs            *bool           `json:"logprobs"`
+	TopLogprobs         *int            `json:"top_logprobs"`
+	Tools               json.RawMessage `json:"tools"`
+	ResponseFormat      json.RawMessage `json:"response_format"`
+	sampling
+}
+
+// chatMessage is a message as OpenAI sends it.
+type chatMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// contentPart is one part of a message's content list.
+type contentPart struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// parseMessages reads OpenAI messages into template messages: content as a
+// string or text parts (joined), the developer role as system.
+func parseMessages(raw json.RawMessage) ([]tokenize.Message, error) {
+	var in []chatMessage
+	if isNull(raw) {
+		return nil, badRequest("messages", "is required")
+	}
+	if err := json.Unmarshal(raw, &in); err != nil {
+		return nil, badRequest("messages", "must be a list of message objects")
+	}
+	if len(in) == 0 {
+		return nil, badRequest("messages", "must not be empty")
+	}
+	out := make([]tokenize.Message, len(in))
+	for i, m := range in {
+		switch m.Role {
+		case "system", "user", "assistant", "tool":
+		case "developer":
+			m.Role = "system"
+		default:
+			return nil, badRequest(fmt.Sprintf("messages[%d].role", i), "must be system, developer, user, assistant or tool, got %q", m.Role)
+		}
+		text, err := contentText(fmt.Sprintf("messages[%d].content", i), m.Content)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = tokenize.Message{Role: m.Role, Content: text}
+	}
+	return out, nil
+}
+
+// contentText reads content given as a string or a list of text parts.
+func contentText(field string, raw json.RawMessage) (string, error) {
+	if isNull(raw) {
+		return "", nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, nil
+	}
+	var parts []contentPart
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", badRequest(field, "must be a string or a list of content parts")
+	}
+	var b strings.Builder
+	for j, p := range parts {
+		if p.Type != "text" {
+			return "", badRequest(fmt.Sprintf("%s[%d].type", field, j), "only text parts are supported, got %q", p.Type)
+		}
+		b.WriteString(p.Text)
+	}
+	return b.String(), nil
+}
+
+// rejectUnsupported answers 400 for the fields this server cannot honour.
+func rejectUnsupported(tools, responseFormat json.RawMessage) error {
+	if !isNull(tools) && string(tools) != "[]" {
+		return badRequest("tools", "tool calls are not supported yet")
+	}
+	if !isNull(responseFormat) {
+		var rf struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(responseFormat, &rf) != nil {
+			return badRequest("response_format", "must be an object with a type")
+		}
+		if rf.Type != "text" {
+			return badRequest("response_format.type", "only \"text\" is supported, got %q", rf.Type)
+		}
+	}
+	return nil
+}
+
+type usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+func newUsage(prompt, completion int) *usage {
+	return &usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion}
+}
+
+type chatCompletion struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"` // "chat.completion"
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []chatChoice `json:"choices"`
+	Usage   *usage       `json:"usage"`
+}
+
+type chatChoice struct {
+	Index        int           `json:"index"`
+	Message      chatOut       `json:"message"`
+	Logprobs     *chatLogprobs `json:"logprobs"`
+	FinishReason string        `json:"finish_reason"`
+}
+
+type chatOut struct {
+	Role    string  `json:"role"`
+	Content string  `json:"content"`
+	Refusal *string `json:"refusal"`
+}
+
+type chatLogprobs struct {
+	Content []tokenLogprob `json:"content"`
+	Refusal *[]any         `json:"refusal"`
+}
+
+type tokenLogprob struct {
+	Token       string       `json:"token"`
+	Logprob     float64      `json:"logprob"`
+	Bytes       []int        `json:"bytes"`
+	TopLogprobs []topLogprob `json:"top_logprobs"`
+}
+
+type topLogprob struct {
+	Token   string  `json:"token"`
+	Logprob float64 `json:"logprob"`
+	Bytes   []int   `json:"bytes"`
+}
+
+type chatChunk struct {
+	ID      string        `json:"id"`
+	Object  string        `json:"object"` // "chat.completion.chunk"
+	Created int64         `json:"created"`
+	Model   string        `json:"model"`
+	Choices []chunkChoice `json:"choices"`
+	Usage   any           `json:"usage,omitempty"` // null in every chunk but the last with include_usage
+}
+
+type chunkChoice struct {
+	Index        int           `json:"index"`
+	Delta        delta         `json:"delta"`
+	Logprobs     *chatLogprobs `json:"logprobs"`
+	FinishReason *string       `json:"finish_reason"`
+}
+
+type delta struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+}
+
+// jsonLogprob keeps a logprob JSON can carry.
+func jsonLogprob(x float64) float64 {
+	if math.IsNaN(x) || math.IsInf(x, -1) {
+		return -9999
+	}
+	return x
+}
+
+func byteList(s string) []int {
+	b := make([]int, len(s))
+	for i := range len(s) {
+		b[i] = int(s[i])
+	}
+	return b
+}
+
+// chatLogprob is a generated token's entry in OpenAI's chat shape.
+func chatLogprob(tok *tokenize.Tokenizer, st *step) tokenLogprob {
+	t := tokenText(tok, st.id)
+	e := tokenLogprob{Token: t, Logprob: jsonLogprob(st.logprob), Bytes: byteList(t), TopLogprobs: []topLogprob{}}
+	for _, a := range st.top {
+		at := tokenText(tok, a.id)
+		e.TopLogprobs = append(e.TopLogprobs, topLogprob{Token: at, Logprob: jsonLogprob(a.logprob), Bytes: byteList(at)})
+	}
+	return e
+}
+
+// chatJob is a validated chat request, admitted to the context window.
+type chatJob struct {
+	ids          []int32 // the rendered, tokenized conversation
+	p            params
+	gen          int // tokens to generate at most
+	logprobs     bool
+	topK         int
+	stream       bool
+	includeUsage bool
+}
+
+// parseChat reads and validates a chat request: a 400 names the first bad
+// field.
+func parseChat(r *http.Request, l *loaded) (*chatJob, error) {
+	var req chatRequest
+	if err := decodeBody(r, &req); err != nil {
+		return nil, err
+	}
+	msgs, err := parseMessages(req.Messages)
+	if err != nil {
+		return nil, err
+	}
+	j := &chatJob{stream: req.Stream, includeUsage: req.Stream && req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
+	if j.p, err = req.sampling.parse(); err != nil {
+		return nil, err
+	}
+	if err := rejectUnsupported(req.Tools, req.ResponseFormat); err != nil {
+		return nil, err
+	}
+	j.logprobs = req.Logprobs != nil && *req.Logprobs
+	if req.TopLogprobs != nil {
+		if *req.TopLogprobs < 0 || *req.TopLogprobs > maxTopLogprobs {
+			return nil, badRequest("top_logprobs", "must be in [0, %d], got %d", maxTopLogprobs, *req.TopLogprobs)
+		}
+		if !j.logprobs && *req.TopLogprobs > 0 {
+			return nil, badRequest("top_logprobs", "needs logprobs: true")
+		}
+		j.topK = *req.TopLogprobs
+	}
+	text, err := l.tmpl.Render(msgs, tokenize.ChatOptions{AddGenerationPrompt: true})
+	if err != nil {
+		var te *tokenize.TemplateError
+		if errors.As(err, &te) {
+			return nil, badRequest("messages", "the chat template refused them: %s", te.Message)
+		}
+		return nil, badRequest("messages", "%v", err)
+	}
+	j.ids = l.tok.Encode(text, false) // the template writes BOS where the model wants one
+	maxField, maxTok := "max_tokens", req.MaxTokens
+	if req.MaxCompletionTokens != nil {
+		maxField, maxTok = "max_completion_tokens", req.MaxCompletionTokens
+	}
+	if j.gen, err = admit(len(j.ids), l.ctxSize, maxTok, maxField, "messages", false); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	rq := reqOf(ctx)
+	j, err := parseChat(r, rq.l)
+	if err != nil {
+		return err
+	}
+	ids, p, gen, logprobs, topK := j.ids, j.p, j.gen, j.logprobs, j.topK
+	rq.prompt = len(ids)
+	sl, err := rq.l.sched.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer sl.release()
+
+	id, created, name := "chatcmpl-"+rq.id, time.Now().Unix(), s.cfg.ModelName
+	seqFor := func(i int) *sequence {
+		o := p.opts
+		o.MaxTokens, o.Seed, o.Logprobs = gen, seedFor(p.seed, i), logprobs
+		return &sequence{prompt: ids, opts: o, topK: topK}
+	}
+	var logprobsOf func(st *step) *chatLogprobs
+	if logprobs {
+		logprobsOf = func(st *step) *chatLogprobs {
+			return &chatLogprobs{Content: []tokenLogprob{chatLogprob(rq.l.tok, st)}}
+		}
+	}
+	completion := 0
+	if !j.stream {
+		resp := chatCompletion{ID: id, Object: "chat.completion", Created: created, Model: name}
+		for i := range p.n {
+			co, err := s.runChoice(ctx, rq, sl, seqFor(i), p.stops, func(string, *step) error { return nil })
+			if err != nil {
+				return err
+			}
+			completion += co.tokens
+			c := chatChoice{Index: i, Message: chatOut{Role: "assistant", Content: co.text}, FinishReason: co.finish}
+			if logprobs {
+				c.Logprobs = &chatLogprobs{Content: []tokenLogprob{}}
+				for j := range co.steps {
+					c.Logprobs.Content = append(c.Logprobs.Content, chatLogprob(rq.l.tok, &co.steps[j]))
+				}
+			}
+			resp.Choices = append(resp.Choices, c)
+		}
+		resp.Usage = newUsage(len(ids), completion)
+		writeJSON(w, http.StatusOK, resp)
+		return nil
+	}
+
+	includeUsage := j.includeUsage
+	e := newSSE(w)
+	chunk := func(c chunkChoice) error {
+		ch := chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: name, Choices: []chunkChoice{c}}
+		if includeUsage {
+			ch.Usage = json.RawMessage("null")
+		}
+		return e.send("", ch)
+	}
+	for i := range p.n {
+		empty := ""
+		if err := chunk(chunkChoice{Index: i, Delta: delta{Role: "assistant", Content: &empty}}); err != nil {
+			return err
+		}
+		co, err := s.runChoice(ctx, rq, sl, seqFor(i), p.stops, func(text string, st *step) error {
+			c := chunkChoice{Index: i}
+			if st != nil && logprobsOf != nil {
+				c.Logprobs = logprobsOf(st)
+			}
+			if text == "" && c.Logprobs == nil {
+				return nil
+			}
+			c.Delta.Content = &text
+			return chunk(c)
+		})
+		if err != nil {
+			s.streamError(e, apiOpenAI, rq, ctx, err)
+			return nil
+		}
+		completion += co.tokens
+		if err := chunk(chunkChoice{Index: i, FinishReason: &co.finish}); err != nil {
+			return nil
+		}
+	}
+	if includeUsage {
+		e.send("", chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: name, Choices: []chunkChoice{}, Usage: newUsage(len(ids), completion)})
+	}
+	e.raw("data: [DONE]\n\n")
+	return nil
+}
