@@ -9,6 +9,7 @@
 //	run quantize -model DIR -out DIR -bits 4|8 [-group 64]  write an mlx-lm compatible quantized copy
 //	run bench [-shape NAME | -model DIR] [-dtype q4] [-test pp512,tg128] [-json]
 //	run selftest [-backend metal]                 check every kernel against the CPU reference
+//	run serve [-model DIR] [-addr 127.0.0.1:8080] [-parallel 4]  OpenAI/Anthropic-compatible HTTP server
 //	run -version
 //
 // With no -model, a built-in 4M-parameter Python model (tinycode-llama) is used.
@@ -64,6 +65,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, intr <-chan o
 			return runTokenize(args[1:], stdin, stdout, stderr)
 		case "chat-template":
 			return runChatTemplate(args[1:], stdin, stdout, stderr)
+		case "serve":
+			return runServe(args[1:], stderr, intr)
 		case "quantize", "bench", "selftest":
 			ctx, stop := cancelOn(intr)
 			defer stop()
