@@ -165,16 +165,17 @@ func (m *Model) BackendReason() string { return m.reason }
 func (m *Model) LoadTime() time.Duration { return m.loadTime }
 
 // SessionOptions sizes a [Session]. The zero value is a context window of
-// min(max_position_embeddings, 4096) tokens with an f32 KV cache.
+// min(max_position_embeddings, 4096) tokens with the backend's KV cache type
+// (kernels.DefaultKV: f16 on Metal, f32 on the CPU and CUDA).
 type SessionOptions struct {
 	Context int    // KV cache length in tokens; 0: min(max_position_embeddings, 4096)
-	KV      string // KV cache type: "f32" (the zero value "": exact) or "f16" (half the memory)
+	KV      string // KV cache type: "f32" (exact) or "f16" (half the memory); "": the backend's default
 }
 
 // NewSession makes a session: its own KV cache, activations and history on
 // the model's backend.
 func (m *Model) NewSession(o SessionOptions) (*Session, error) {
-	kv := kernels.DTypeF32
+	kv := kernels.DefaultKV(m.m.Backend())
 	if o.KV != "" {
 		var err error
 		if kv, err = model.ParseKV(o.KV); err != nil {

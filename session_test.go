@@ -77,7 +77,7 @@ func TestConcurrentSessions(t *testing.T) {
 			sp := ingot.Sampling{MaxTokens: n, IgnoreEOS: true}
 			alone := make([][]int32, len(prompts))
 			for i, p := range prompts {
-				s, err := m.NewSession(ingot.SessionOptions{Context: 128})
+				s, err := m.NewSession(ingot.SessionOptions{Context: 128, KV: "f32"})
 				if err != nil {
 					t.Fatal(err)
 				}

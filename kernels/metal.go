@@ -50,6 +50,8 @@ type Metal struct {
 	seq      int64          // command buffers committed so far
 	lost     error          // the device failed (wraps metal.ErrDeviceLost): every later call returns it
 
+	kvF16 bool // f16 is the KV cache default (see DefaultKV)
+
 	// Command buffer splitting (see metal.WorkLimiter): work is the sum over
 	// cb's dispatches of rows, the tokens of the forward call being encoded.
 	workLimit, work, rows int
@@ -119,6 +121,8 @@ func NewMetal(dev metal.Device) (*Metal, error) {
 	if w, ok := dev.(metal.WorkLimiter); ok {
 		m.workLimit = w.CommandBufferWork()
 	}
+	k, ok := dev.(interface{ Kind() string })
+	m.kvF16 = !ok || k.Kind() != "cuda"
 	var err error
 	if m.argmaxOut, err = m.newBuffer(16); err != nil {
 		return nil, err
@@ -146,6 +150,17 @@ func (m *Metal) Name() string {
 		return k.Kind() + ":" + m.dev.Name()
 	}
 	return "metal:" + m.dev.Name()
+}
+
+// DefaultKV returns the KV cache type of a session on b whose caller did not
+// choose one: f16 on Apple's GPU and the interpreter, where decode attention
+// is bound by the bytes it reads (f16 halves them and the cache memory, and
+// the kernels read f16 keys and values directly); f32 on the CPU and CUDA.
+func DefaultKV(b Backend) DType {
+	if m, ok := b.(*Metal); ok && m.kvF16 {
+		return DTypeF16
+	}
+	return DTypeF32
 }
 
 // Device returns the device m runs on.

@@ -53,7 +53,7 @@ func parseGenFlags(args []string, stderr io.Writer) (*genFlags, error) {
 	fs.StringVar(&f.quant, "quant", "", "quantize f32/f16/bf16 weights on load: q4 or q8 (MLX affine, group 64)")
 	fs.IntVar(&f.threads, "threads", 0, fmt.Sprintf("CPU threads, at most %d here (0: all cores)", runtime.NumCPU()))
 	fs.IntVar(&f.ctxLen, "ctx", 0, "context window in tokens (0: min(max_position_embeddings, 4096))")
-	fs.StringVar(&f.kv, "kv", "f32", "KV cache type: f32 (exact) or f16 (half the memory; keys and values rounded to halves)")
+	fs.StringVar(&f.kv, "kv", "", "KV cache type: f32 (exact) or f16 (half the memory; keys and values rounded to halves); default f16 on metal, f32 on cpu and cuda")
 	fs.BoolVar(&f.ignoreEOS, "ignore-eos", false, "keep generating past end-of-sequence tokens")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object at the end instead of streaming")
 	fs.BoolVar(&f.chat, "chat", false, "interactive multi-turn chat using the model's chat template")
@@ -105,7 +105,7 @@ func (f *genFlags) validate(fs *flag.FlagSet) error {
 		{finite(f.repeatPenalty) && f.repeatPenalty > 0, "repeat-penalty", "a number > 0 (1: off)"},
 		{f.threads >= 0 && f.threads <= runtime.NumCPU(), "threads", fmt.Sprintf("in [0, %d] (0: all cores; this machine has %d CPUs)", runtime.NumCPU(), runtime.NumCPU())},
 		{f.ctxLen >= 0, "ctx", "≥ 0 (0: min(max_position_embeddings, 4096))"},
-		{f.kv == "f32" || f.kv == "f16", "kv", "f32 or f16"},
+		{f.kv == "" || f.kv == "f32" || f.kv == "f16", "kv", "f32 or f16"},
 		{f.quant == "" || f.quant == "q4" || f.quant == "q8", "quant", "q4 or q8"},
 		{f.backend == "auto" || f.backend == "cpu" || f.backend == "metal" || f.backend == "cuda" || f.backend == "metal-emu", "backend", "auto, cpu, metal, cuda or metal-emu"},
 	} {
@@ -208,8 +208,12 @@ func generate(args []string, stdin io.Reader, stdout, stderr io.Writer, intr <-c
 	}
 	defer s.Close()
 	if f.verbose {
+		kv := f.kv
+		if kv == "" {
+			kv = kernels.DefaultKV(raw.Backend()).String()
+		}
 		fmt.Fprintf(stderr, "[backend: %s]\n[session: %.1f MB: a %s KV cache of %d tokens (%.1f MB) and activations]\n", m.BackendReason(),
-			float64(s.MemoryBytes())/1e6, f.kv, s.ContextSize(), float64(s.Raw().CacheBytes())/1e6)
+			float64(s.MemoryBytes())/1e6, kv, s.ContextSize(), float64(s.Raw().CacheBytes())/1e6)
 		if st, ok := raw.Backend().(statser); ok {
 			c := st.Stats()
 			fmt.Fprintf(stderr, "[weights: %.2f MB used in place from the mapped files, %.2f MB copied to the device]\n",
