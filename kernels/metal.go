@@ -53,7 +53,8 @@ type Metal struct {
 	kvF16 bool // f16 is the KV cache default (see DefaultKV)
 
 	// Command buffer splitting (see metal.WorkLimiter): work is the sum over
-	// cb's dispatches of rows, the tokens of the forward call being encoded.
+	// cb's dispatches of max(rows, 64), rows the tokens of the forward call
+	// being encoded.
 	workLimit, work, rows int
 
 	// Hazard tracking since the last barrier (buffer granularity).
@@ -527,7 +528,7 @@ func (m *Metal) run(groups, threads metal.Size) {
 	m.last = c.name
 	m.stats.Dispatches++
 	if m.workLimit > 0 {
-		if m.work += m.rows; m.work >= m.workLimit {
+		if m.work += max(m.rows, 64); m.work >= m.workLimit {
 			m.commit() // after the dispatch: its transient buffers go with it
 		}
 	}

@@ -29,6 +29,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/ebitengine/purego"
 	"github.com/ebitengine/purego/objc"
 )
 
@@ -36,6 +37,7 @@ var (
 	_ Device      = (*device)(nil)
 	_ Informer    = (*device)(nil)
 	_ WorkLimiter = (*device)(nil)
+	_ Counter     = (*device)(nil)
 )
 
 const (
@@ -56,7 +58,12 @@ type device struct {
 
 	lost  Lost  // set by a command buffer that failed: later ones are refused
 	spans spans // encoders' autorelease pools, per OS thread
+	tally Tally // what the command buffers did (Counts)
 }
+
+// Counts returns what the device's command buffers did, with the
+// Objective-C calls sent for them.
+func (d *device) Counts() Counts { return d.tally.Counts() }
 
 // spans records the encoders whose autorelease pool is open, per OS thread,
 // innermost last. Pools are per thread and must be popped in reverse order
@@ -480,6 +487,7 @@ func (d *device) CommandBuffer() (CommandBuffer, error) {
 	if id == 0 {
 		return nil, errors.New("metal: commandBufferWithUnretainedReferences returned nil")
 	}
+	d.tally.CommandBuffer()
 	c := &commandBuffer{h: &owned{id: id}, d: d, maxTGMem: d.info.MaxThreadgroupMemory}
 	// A command buffer dropped without Wait is released when collected.
 	runtime.AddCleanup(c, func(h *owned) { withPool(h.release) }, c.h)
@@ -604,6 +612,7 @@ func (c *commandBuffer) Encoder() Encoder {
 		c.d.spans.pop(e)
 		return e
 	}
+	c.d.tally.Encoder()
 	c.enc = e
 	return e
 }
@@ -618,6 +627,7 @@ func (c *commandBuffer) Commit() {
 		c.enc.End()
 	}
 	c.committed = true
+	c.d.tally.Commit()
 	withPool(func() { msgVoid(c.h.id, selCommit) })
 }
 
@@ -631,6 +641,7 @@ func (c *commandBuffer) Wait() error {
 		return c.waitErr
 	}
 	c.waited = true
+	c.d.tally.Wait()
 	var gpuErr error
 	withPool(func() {
 		id := c.h.id
@@ -706,6 +717,13 @@ type encoder struct {
 	b     Bindings
 	ended bool
 
+	// The hot stubs' arguments (see send): integer words, the two MTLSizes
+	// dispatch passes by pointer on arm64, and setBytes data copied to the
+	// heap so that a pointer in args cannot move.
+	args  [5]uintptr
+	sizes [2]mtlSize
+	data  [maxSetBytes]byte
+
 	span   bool    // a pool is open (see spans)
 	thread uintptr // pthread_self when it was opened
 	pool   uintptr // objc_autoreleasePoolPush's token
@@ -731,7 +749,8 @@ func (e *encoder) SetPipeline(p Pipeline) {
 	}
 	e.pipe = mp
 	if e.b.Pipeline(mp) {
-		msgSetPipeline(e.id, selSetComputePipelineState, mp.id)
+		e.args = [5]uintptr{uintptr(e.id), uintptr(selSetComputePipelineState), uintptr(mp.id)}
+		e.send(3)
 	}
 }
 
@@ -754,7 +773,8 @@ func (e *encoder) SetBuffer(index int, b Buffer, offset int) {
 		e.cb.fail("SetBuffer(%d): offset %d outside the buffer's %d bytes", index, offset, len(mb.data))
 	default:
 		if e.b.Buffer(index, mb, offset) {
-			msgSetBuffer(e.id, selSetBufferOffsetAtIndex, mb.id, uint(offset), uint(index))
+			e.args = [5]uintptr{uintptr(e.id), uintptr(selSetBufferOffsetAtIndex), uintptr(mb.id), uintptr(offset), uintptr(index)}
+			e.send(5)
 		}
 	}
 }
@@ -771,8 +791,9 @@ func (e *encoder) SetBytes(index int, v []byte) {
 		e.cb.fail("SetBytes(%d): %d bytes; setBytes takes 1 to %d (use a buffer)", index, len(v), maxSetBytes)
 	default:
 		if e.b.Bytes(index, v) {
-			msgSetBytes(e.id, selSetBytesLengthAtIndex, unsafe.Pointer(unsafe.SliceData(v)), uint(len(v)), uint(index))
-			runtime.KeepAlive(v)
+			n := copy(e.data[:], v) // setBytes copies it again before returning
+			e.args = [5]uintptr{uintptr(e.id), uintptr(selSetBytesLengthAtIndex), uintptr(unsafe.Pointer(&e.data[0])), uintptr(n), uintptr(index)}
+			e.send(5)
 		}
 	}
 }
@@ -792,7 +813,8 @@ func (e *encoder) SetThreadgroupMemory(index, n int) {
 		e.cb.fail("SetThreadgroupMemory(%d): %d bytes exceeds maxThreadgroupMemoryLength %d", index, n, limit)
 	default:
 		if e.b.ThreadgroupMemory(index, n) {
-			msgSetTGMemory(e.id, selSetThreadgroupMemory, uint(n), uint(index))
+			e.args = [5]uintptr{uintptr(e.id), uintptr(selSetThreadgroupMemory), uintptr(n), uintptr(index)}
+			e.send(4)
 		}
 	}
 }
@@ -820,9 +842,11 @@ func (e *encoder) Dispatch(groups, threads Size) {
 			e.cb.fail("dispatch %s: %v", p.name, err)
 			return
 		}
-		msgDispatch(e.id, selDispatchThreadgroups,
-			mtlSize{Width: uint(g.W), Height: uint(g.H), Depth: uint(g.D)},
-			mtlSize{Width: uint(t.W), Height: uint(t.H), Depth: uint(t.D)})
+		e.sizes = [2]mtlSize{
+			{Width: uint(g.W), Height: uint(g.H), Depth: uint(g.D)},
+			{Width: uint(t.W), Height: uint(t.H), Depth: uint(t.D)},
+		}
+		e.dispatch()
 		e.cb.dispatches++
 		e.cb.kernel = p.name
 	}
@@ -834,7 +858,17 @@ func (e *encoder) Barrier() {
 		return
 	}
 	e.b.Barrier()
-	msgBarrier(e.id, selMemoryBarrierWithScope, mtlBarrierScopeBuffers)
+	e.args = [5]uintptr{uintptr(e.id), uintptr(selMemoryBarrierWithScope), mtlBarrierScopeBuffers}
+	e.send(3)
+}
+
+// send calls objc_msgSend with the first n words of e.args as its integer
+// arguments. Passing the encoder's own array, not a slice made at the call,
+// keeps purego.SyscallN free of allocations; pointers in args point into e
+// (heap memory, which does not move) and e stays alive through the call.
+func (e *encoder) send(n int) {
+	purego.SyscallN(msgSendAddr, e.args[:n]...)
+	runtime.KeepAlive(e)
 }
 
 // End finishes encoding and releases the encoder. Calling it again is a no-op.
@@ -852,6 +886,7 @@ func (e *encoder) End() {
 		msgVoid(id, selEndEncoding)
 		release(id)
 	})
+	e.cb.d.tally.End(&e.b)
 	if e.span {
 		e.span = false
 		e.cb.d.spans.pop(e)

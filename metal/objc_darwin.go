@@ -9,6 +9,11 @@
 //   - objc_msgSend is cast to one concrete Go func type per method shape and
 //     registered once with purego.RegisterFunc (see the msg* block below).
 //     objc.Send would re-register a trampoline on every call (~1.1 µs).
+//     RegisterFunc's calls go through reflection (3–7 allocations each), so
+//     the encoder's hot selectors skip it: they call purego.SyscallN on
+//     objc_msgSend with integer arguments only, from an argument array the
+//     encoder owns (a variadic slice made at the call would escape: one
+//     allocation per call), and no allocation per call (hot_darwin_*.go).
 //   - NSUInteger/NSInteger are 64-bit on both architectures: Go uint/int.
 //     BOOL is bool on arm64 and signed char on x86-64; purego passes a Go bool
 //     as 0/1 in an integer register and reads only the low byte of a BOOL
@@ -23,7 +28,9 @@
 //     (class MEMORY). purego does both when the Go func
 //     type takes the struct by value (placeStack in struct_arm64.go and
 //     struct_amd64.go; purego's IdentityThreeInt64 test covers this shape),
-//     so dispatchThreadgroups:threadsPerThreadgroup: takes two mtlSize values.
+//     so dispatchThreadgroups:threadsPerThreadgroup: takes two mtlSize values
+//     through RegisterFunc on amd64; on arm64 the hot stub passes the two
+//     pointers itself, to copies the encoder owns (hot_darwin_arm64.go).
 //     No Metal method we call returns a struct, so objc_msgSend_stret (x86-64)
 //     is never needed.
 //   - NSError** out-parameters are a *objc.ID into Go memory. Metal stores a
@@ -224,14 +231,13 @@ var (
 	// - (id<MTLBuffer>)newBufferWithBytesNoCopy:(void *)length:(NSUInteger)options:(MTLResourceOptions)deallocator:(block)
 	msgNewBufferNoCopy func(self objc.ID, cmd objc.SEL, p unsafe.Pointer, n, opts uint, dealloc uintptr) objc.ID
 
-	// Hot path: MTLComputeCommandEncoder.
-	msgSetPipeline func(self objc.ID, cmd objc.SEL, pso objc.ID)                     // setComputePipelineState:
-	msgSetBuffer   func(self objc.ID, cmd objc.SEL, buf objc.ID, offset, index uint) // setBuffer:offset:atIndex:
-	msgSetBytes    func(self objc.ID, cmd objc.SEL, p unsafe.Pointer, n, index uint) // setBytes:length:atIndex:
-	msgSetTGMemory func(self objc.ID, cmd objc.SEL, n, index uint)                   // setThreadgroupMemoryLength:atIndex:
-	msgDispatch    func(self objc.ID, cmd objc.SEL, groups, threads mtlSize)         // dispatchThreadgroups:threadsPerThreadgroup:
-	msgBarrier     func(self objc.ID, cmd objc.SEL, scope uint)                      // memoryBarrierWithScope:
+	// dispatchThreadgroups:threadsPerThreadgroup: on amd64 (hot_darwin_amd64.go);
+	// the other encoder methods are SyscallN stubs (encoder.send).
+	msgDispatch func(self objc.ID, cmd objc.SEL, groups, threads mtlSize)
 )
+
+// msgSendAddr is objc_msgSend's address, for the hot stubs' SyscallN.
+var msgSendAddr uintptr
 
 // C functions.
 var (
@@ -290,6 +296,7 @@ func doLoad() error {
 	if err != nil {
 		return err
 	}
+	msgSendAddr = send
 	for _, f := range []struct {
 		fptr any
 		lib  uintptr
@@ -311,7 +318,7 @@ func doLoad() error {
 		&msgID, &msgVoid, &msgUint, &msgInt, &msgBool, &msgDouble, &msgPointer, &msgCString,
 		&msgRespond, &msgBoolInt, &msgIDUint, &msgIDID, &msgSetBool, &msgSetInt, &msgSetUint,
 		&msgInitWithBytes, &msgNewLibrary, &msgNewPipeline, &msgNewBuffer, &msgNewBufferNoCopy,
-		&msgSetPipeline, &msgSetBuffer, &msgSetBytes, &msgSetTGMemory, &msgDispatch, &msgBarrier,
+		&msgDispatch,
 	} {
 		purego.RegisterFunc(fptr, send)
 	}

@@ -1,0 +1,15 @@
+//go:build darwin
+
+package metal
+
+import "unsafe"
+
+// dispatch sends dispatchThreadgroups:threadsPerThreadgroup: with e.sizes.
+// An MTLSize is 24 bytes, so AAPCS64 (rule B.4, kept by Apple's arm64 ABI)
+// passes each as a pointer to a copy the caller made, in the next integer
+// register: e.sizes are those copies.
+func (e *encoder) dispatch() {
+	e.args = [5]uintptr{uintptr(e.id), uintptr(selDispatchThreadgroups),
+		uintptr(unsafe.Pointer(&e.sizes[0])), uintptr(unsafe.Pointer(&e.sizes[1]))}
+	e.send(4)
+}
