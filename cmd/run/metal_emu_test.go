@@ -50,7 +50,7 @@ func TestMetalEmuGreedy(t *testing.T) {
 func TestSelftestMetalEmu(t *testing.T) {
 	msltest.Require(t)
 	out, _ := runCLI(t, "selftest", "-backend", "metal-emu")
-	for _, want := range []string{"backend: metal:msl-interpreter", "matmul", "w=q4 L=9", "attention", "rmsnorm", "end to end", "all passed"} {
+	for _, want := range []string{"backend: metal:msl-interpreter", "device: msl-interpreter", "max working set:", "what to send us:", "matmul", "w=q4 L=9", "attention", "rmsnorm", "end to end", "all passed"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
