@@ -12,9 +12,11 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ingot-llm/ingot"
 	"github.com/ingot-llm/ingot/kernels"
+	"github.com/ingot-llm/ingot/metal"
 )
 
 // genFlags are the flags of the default (generate) command.
@@ -236,18 +238,68 @@ func generate(args []string, stdin io.Reader, stdout, stderr io.Writer, intr <-c
 	if f.prompt != "" && !f.noEcho && !f.jsonOut {
 		io.WriteString(stdout, f.prompt)
 	}
-	var counters func()
+	var (
+		counters func()
+		dev      *jsonMetal // per decoded token, for -json
+	)
+	start := time.Now()
 	if st, ok := s.Raw().Backend().(statser); ok && f.verbose {
 		st.ResetStats()
-		n := 0
+		dev = &jsonMetal{}
+		var (
+			n     int
+			calls func() int64 // Objective-C calls so far, counted at the device seam
+			last  int64
+			sum   jsonMetal
+		)
+		if mb, ok := st.(*kernels.Metal); ok {
+			if c, ok := mb.Device().(metal.Counter); ok {
+				calls = func() int64 { return c.Counts().Calls }
+				last = calls()
+			}
+		}
+		cfg := raw.Config
+		kvBytes := int64(kernels.DefaultKV(raw.Backend()).Bits() / 8)
+		if f.kv == "f32" {
+			kvBytes = 4
+		} else if f.kv == "f16" {
+			kvBytes = 2
+		}
+		dh := cfg.HeadDim
+		if dh == 0 {
+			dh = cfg.HiddenSize / cfg.NumHeads
+		}
+		pos := len(ids)
 		counters = func() {
 			// Counters since the last token: the prefill for the first, one decode step
 			// after. Greedy decoding on a pipelining backend (kernels.Pipeliner) commits
 			// each step one token early: token 1 shows two command buffers, the last none.
 			c := st.Stats()
 			st.ResetStats()
-			fmt.Fprintf(stderr, "[token %d: %d dispatches, %d command buffers, %d CPU waits, %.2f MB of weights read]\n",
-				n, c.Dispatches, c.CommandBuffers, c.Waits, float64(c.WeightBytes)/1e6)
+			var objc int64
+			if calls != nil {
+				now := calls()
+				objc, last = now-last, now
+			}
+			fmt.Fprintf(stderr, "[token %d: %d dispatches, %d command buffers, %d CPU waits, %.2f MB of weights read, %d Objective-C calls]\n",
+				n, c.Dispatches, c.CommandBuffers, c.Waits, float64(c.WeightBytes)/1e6, objc)
+			if n == 0 {
+				dev.TTFTS = time.Since(start).Seconds()
+				fmt.Fprintf(stderr, "[first token after %.3fs]\n", dev.TTFTS)
+			} else {
+				// Decode attention reads every cached key and value once per step.
+				kv := int64(cfg.NumLayers) * 2 * int64(cfg.NumKVHeads) * int64(dh) * int64(pos) * kvBytes
+				sum.Dispatches += float64(c.Dispatches)
+				sum.CommandBuffers += float64(c.CommandBuffers)
+				sum.Waits += float64(c.Waits)
+				sum.WeightBytes += float64(c.WeightBytes)
+				sum.KVBytes += float64(kv)
+				sum.ObjCCalls += float64(objc)
+				k := float64(n)
+				*dev = jsonMetal{Tokens: n, Dispatches: sum.Dispatches / k, CommandBuffers: sum.CommandBuffers / k, Waits: sum.Waits / k,
+					WeightBytes: sum.WeightBytes / k, KVBytes: sum.KVBytes / k, ObjCCalls: sum.ObjCCalls / k, TTFTS: dev.TTFTS}
+			}
+			pos++
 			n++
 		}
 	}
@@ -289,7 +341,7 @@ func generate(args []string, stdin io.Reader, stdout, stderr io.Writer, intr <-c
 		fmt.Fprintf(stderr, "[the context window of %d tokens is full: raise -ctx for longer output]\n", s.ContextSize())
 	}
 	if f.jsonOut {
-		if err := writeJSON(stdout, m, ids, out, res); err != nil {
+		if err := writeJSON(stdout, m, ids, out, res, dev); err != nil {
 			return err
 		}
 	}
@@ -313,15 +365,29 @@ type jsonResult struct {
 	Logprobs  []float32  `json:"logprobs"`
 	Stop      ingot.Stop `json:"stop"`
 	Timings   struct {
-		LoadS        float64 `json:"load_s"`
-		PromptTokens int     `json:"prompt_tokens"`
-		PromptTokS   float64 `json:"prompt_tok_s"`
-		GenTokens    int     `json:"gen_tokens"`
-		GenTokS      float64 `json:"gen_tok_s"`
+		LoadS        float64    `json:"load_s"`
+		PromptTokens int        `json:"prompt_tokens"`
+		PromptTokS   float64    `json:"prompt_tok_s"`
+		GenTokens    int        `json:"gen_tokens"`
+		GenTokS      float64    `json:"gen_tok_s"`
+		Metal        *jsonMetal `json:"metal,omitempty"` // with -v on a GPU backend
 	} `json:"timings"`
 }
 
-func writeJSON(w io.Writer, m *ingot.Model, prompt []int32, toks []ingot.Token, res ingot.Result) error {
+// jsonMetal is the device's work per decoded token (the averages over the
+// tokens after the first, which the prefill makes) and the time to the first.
+type jsonMetal struct {
+	Tokens         int     `json:"tokens"`          // decoded tokens averaged
+	Dispatches     float64 `json:"dispatches"`      // kernels encoded
+	CommandBuffers float64 `json:"command_buffers"` // committed
+	Waits          float64 `json:"cpu_waits"`       // CPU waits for the device
+	WeightBytes    float64 `json:"weight_bytes"`    // weight bytes the kernels read
+	KVBytes        float64 `json:"kv_bytes"`        // KV cache bytes decode attention reads (layers × 2 × Hkv × Dh × cached tokens × element size)
+	ObjCCalls      float64 `json:"objc_calls"`      // Objective-C calls, counted at the device seam (the interpreter counts those Apple's device sends)
+	TTFTS          float64 `json:"ttft_s"`          // seconds from the start of generation to the first token
+}
+
+func writeJSON(w io.Writer, m *ingot.Model, prompt []int32, toks []ingot.Token, res ingot.Result, dev *jsonMetal) error {
 	out := jsonResult{PromptIDs: prompt, IDs: []int32{}, Logprobs: []float32{}, Text: res.Text, Stop: res.Stop}
 	for _, t := range toks {
 		out.IDs = append(out.IDs, t.ID)
@@ -332,6 +398,7 @@ func writeJSON(w io.Writer, m *ingot.Model, prompt []int32, toks []ingot.Token, 
 	out.Timings.PromptTokS = res.PromptTokPerSec()
 	out.Timings.GenTokens = len(toks)
 	out.Timings.GenTokS = res.DecodeTokPerSec()
+	out.Timings.Metal = dev
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	return enc.Encode(out)
