@@ -445,3 +445,33 @@ func decodeChoices(t testing.TB, b []byte) []byte {
 	out, _ := jsonMarshal(c.Choices)
 	return out
 }
+
+// TestTimeout: a request that runs past Config.RequestTimeout gets 504 (or
+// an error event once its stream has begun); while it runs, /metrics shows
+// its session busy and its tokens in the KV cache.
+func TestTimeout(t *testing.T) {
+	s, ts := testServer(t, Config{RequestTimeout: 200 * time.Millisecond})
+	var metricsSeen string
+	s.onToken = func(ctx context.Context) {
+		if metricsSeen == "" {
+			var b strings.Builder
+			s.metrics.write(&b, s.ready.Load().sched.stats())
+			metricsSeen = b.String()
+		}
+		<-ctx.Done() // hold every token until the timeout
+	}
+	resp, b := post(t, t.Context(), ts.URL+"/v1/completions", `{"prompt":"def f():","max_tokens":5}`)
+	if e := decode[openAIError](t, b); resp.StatusCode != 504 || e.Error.Code == nil || *e.Error.Code != "timeout" {
+		t.Errorf("non-streamed: %d %s", resp.StatusCode, b)
+	}
+	for _, want := range []string{"ingot_sessions_running 1\n", "ingot_kv_cache_usage_ratio 0.0"} {
+		if !strings.Contains(metricsSeen, want) {
+			t.Errorf("metrics during the request lack %q:\n%s", want, metricsSeen)
+		}
+	}
+	resp, b = post(t, t.Context(), ts.URL+"/v1/messages", `{"max_tokens":5,"stream":true,"messages":[{"role":"user","content":"x"}]}`)
+	evs := readSSE(t, b)
+	if last := evs[len(evs)-1]; resp.StatusCode != 200 || last.name != "error" || !strings.Contains(last.data, `"timeout_error"`) {
+		t.Errorf("streamed: %d, last event %+v", resp.StatusCode, last)
+	}
+}

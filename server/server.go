@@ -27,9 +27,9 @@ import (
 type Config struct {
 	// Model is a loaded model to serve; the server does not close it. Nil:
 	// the server loads ModelDir with Load.
-	Model    *ingot.Model
-	ModelDir string        // model directory; "": the built-in demo model
-	Load     ingot.Options // backend, threads, quantization for loading ModelDir
+	Model       *ingot.Model
+	ModelDir    string        // model directory; "": the built-in demo model
+	LoadOptions ingot.Options // backend, threads, quantization for loading ModelDir
 	// ModelName is the id /v1/models lists and responses carry; "": the
 	// directory's base name ("tinycode-llama" for the demo). Requests may
 	// name any model: there is one.
@@ -142,7 +142,7 @@ const plainTemplate = "{{ bos_token }}{% for m in messages %}# {{ m.role }}:\n{{
 func (s *Server) Load(ctx context.Context) error {
 	l := &loaded{model: s.cfg.Model}
 	if l.model == nil {
-		o := s.cfg.Load
+		o := s.cfg.LoadOptions
 		if o.Logger == nil {
 			o.Logger = s.log
 		}
@@ -287,7 +287,6 @@ type request struct {
 	start     time.Time
 	log       *slog.Logger
 	l         *loaded
-	status    int
 	prompt    int // prompt tokens
 	generated int // generated tokens
 	firstTok  time.Time

@@ -22,7 +22,7 @@ func modelSessionOptions(n int) model.SessionOptions { return model.SessionOptio
 // testServer serves the demo model on CPU sessions of 256 tokens.
 func testServer(t testing.TB, cfg Config) (*Server, *httptest.Server) {
 	t.Helper()
-	cfg.Load = ingot.Options{Backend: "cpu", Threads: 1}
+	cfg.LoadOptions = ingot.Options{Backend: "cpu", Threads: 1}
 	if cfg.Session.Context == 0 {
 		cfg.Session.Context = 256
 	}

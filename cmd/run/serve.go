@@ -100,7 +100,7 @@ func runServe(args []string, stderr io.Writer, intr <-chan os.Signal) int {
 		q = -1 // server.Config: -1 is no queue
 	}
 	srv, err := server.New(server.Config{
-		ModelDir: *modelDir, Load: ingot.Options{Backend: *backend, Threads: *threads},
+		ModelDir: *modelDir, LoadOptions: ingot.Options{Backend: *backend, Threads: *threads},
 		Parallel: *parallel, Session: ingot.SessionOptions{Context: *ctxLen, KV: *kv}, MaxQueue: q,
 		APIKey: *apiKey, RequestTimeout: *timeout, ShutdownGrace: max(*grace, time.Nanosecond), Logger: log,
 	})
