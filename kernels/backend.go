@@ -57,6 +57,13 @@ type Backend interface {
 	Softcap(x *Tensor, c float32)                            // in place: x = c·tanh(x/c)
 	CopyRows(dst, src *Tensor, row int)                      // dst[row : row+rows(src)] = src
 
+	// AddRMSNorm is Add(x, x, h) then RMSNorm(dst, x, w, eps): a decoder
+	// layer's residual add and the next norm. dst may be h.
+	AddRMSNorm(dst, x, h, w *Tensor, eps float32)
+	// RoPEStore is RoPE(q, pos, p), RoPE(k, pos, p), CopyRows(kc, k, pos),
+	// CopyRows(vc, v, pos): a decoder layer's rotation and KV-cache write.
+	RoPEStore(q, k, v, kc, vc *Tensor, pos int, p *RoPE)
+
 	// Sync waits for every enqueued op and reports the first device error.
 	Sync(ctx context.Context) error
 	Close() error

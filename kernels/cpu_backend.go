@@ -436,6 +436,20 @@ func (c *CPU) CopyRows(dst, src *Tensor, row int) {
 	copy(dst.F32()[row*dst.Cols():], src.F32())
 }
 
+// AddRMSNorm is Add(x, x, h) then RMSNorm(dst, x, w, eps).
+func (c *CPU) AddRMSNorm(dst, x, h, w *Tensor, eps float32) {
+	c.Add(x, x, h)
+	c.RMSNorm(dst, x, w, eps)
+}
+
+// RoPEStore rotates q and k and copies k and v into the caches at row pos.
+func (c *CPU) RoPEStore(q, k, v, kc, vc *Tensor, pos int, p *RoPE) {
+	c.RoPE(q, pos, p)
+	c.RoPE(k, pos, p)
+	c.CopyRows(kc, k, pos)
+	c.CopyRows(vc, v, pos)
+}
+
 // cacheKV views a KV cache tensor (f32 or f16) for the attention kernels.
 func cacheKV(t *Tensor) cpu.KV {
 	switch t.DType {

@@ -31,12 +31,5 @@ func cacheBytes(c *Config, maxSeq int, dt kernels.DType) int64 {
 	return int64(2*c.NumLayers*maxSeq*c.NumKVHeads*c.HeadDim) * int64(dt.Bits()/8)
 }
 
-// put writes k and v (L, Hkv·Dh) of layer i at rows [pos, pos+L).
-func (c *cache) put(b kernels.Backend, i, pos int, k, v *kernels.Tensor) {
-	b.CopyRows(c.k[i], k, pos)
-	b.CopyRows(c.v[i], v, pos)
-	c.len = max(c.len, pos+k.NumRows())
-}
-
 // truncate forgets every row from n on.
 func (c *cache) truncate(n int) { c.len = min(c.len, max(n, 0)) }

@@ -8,7 +8,8 @@ import (
 	"github.com/ingot-llm/ingot/kernels/cpu"
 )
 
-// halvedKV is a backend whose CopyRows (the KV cache's writes) rounds K and V
+// halvedKV is a backend whose CopyRows (the KV cache's writes, also inside
+// RoPEStore) rounds K and V
 // to halves and stores them widened in an f32 cache: what an f16 cache holds.
 type halvedKV struct{ kernels.Backend }
 
@@ -18,6 +19,14 @@ func (b halvedKV) CopyRows(dst, src *kernels.Tensor, row int) {
 	cpu.F32sToF16(h, x)
 	cpu.F16sToF32(x, h)
 	b.Backend.CopyRows(dst, kernels.FromF32(x, src.Shape...), row)
+}
+
+// RoPEStore writes the cache through the rounding CopyRows.
+func (b halvedKV) RoPEStore(q, k, v, kc, vc *kernels.Tensor, pos int, p *kernels.RoPE) {
+	b.Backend.RoPE(q, pos, p)
+	b.Backend.RoPE(k, pos, p)
+	b.CopyRows(kc, k, pos)
+	b.CopyRows(vc, v, pos)
 }
 
 func (b halvedKV) NewStream() (kernels.Backend, error) {

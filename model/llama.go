@@ -254,38 +254,47 @@ func (m *llama) forwardArgmax(p kernels.Pipeliner, b kernels.Backend, s *acts, c
 }
 
 // decoder runs the embedded tokens in s.x at positions [pos, pos+L) through the
-// blocks and the head.
+// blocks and the head. Each residual add goes with the norm after it (the next
+// block's or the final one) into one AddRMSNorm, and the rotation of q and k
+// with the cache write into one RoPEStore: a decode step's small ops are
+// launches on a GPU, each costing more than its work.
 func (m *llama) decoder(b kernels.Backend, s *acts, c *cache, pos int) {
 	cfg := m.cfg
 	eps := cfg.RMSNormEps
+	L := s.x.NumRows()
+	b.RMSNorm(s.h, s.x, m.layers[0].attnNorm, eps) // (L, D); later blocks' come with the residual add
 	for i := range m.layers {
 		l := &m.layers[i]
-		b.RMSNorm(s.h, s.x, l.attnNorm, eps)  // (L, D)
 		linears(b, s.qkv, s.h, l.qkv, l.qkvB) // q (L, H·Dh), k and v (L, Hkv·Dh)
 		if l.qNorm != nil {
 			b.RMSNorm(s.qh, s.qh, l.qNorm, eps) // per head (Dh)
 			b.RMSNorm(s.kh, s.kh, l.kNorm, eps)
 		}
-		b.RoPE(s.q, pos, s.rope)
-		b.RoPE(s.k, pos, s.rope)
-		c.put(b, i, pos, s.k, s.v)
+		b.RoPEStore(s.q, s.k, s.v, c.k[i], c.v[i], pos, s.rope)
+		c.len = max(c.len, pos+L)
 		b.Attention(s.att, s.q, c.k[i], c.v[i], pos, &m.attn[i]) // (L, H·Dh)
 		linear(b, s.h, s.att, l.wo, l.bo)                        // (L, D)
 		if l.postAttnNorm != nil {
 			b.RMSNorm(s.h, s.h, l.postAttnNorm, eps)
 		}
-		b.Add(s.x, s.x, s.h)                // residual
-		b.RMSNorm(s.h, s.x, l.mlpNorm, eps) // (L, D)
-		linears(b, s.gu, s.h, l.gu, l.guB)  // g and u (L, F)
-		b.GLU(s.g, s.g, s.u, m.act)         // act(g)·u
-		linear(b, s.h, s.g, l.down, l.bd)   // (L, D)
+		b.AddRMSNorm(s.h, s.x, s.h, l.mlpNorm, eps) // x += h (residual); h = norm(x) (L, D)
+		linears(b, s.gu, s.h, l.gu, l.guB)          // g and u (L, F)
+		b.GLU(s.g, s.g, s.u, m.act)                 // act(g)·u
+		linear(b, s.h, s.g, l.down, l.bd)           // (L, D)
 		if l.postMLPNorm != nil {
 			b.RMSNorm(s.h, s.h, l.postMLPNorm, eps)
 		}
-		b.Add(s.x, s.x, s.h) // residual
+		switch {
+		case i+1 < len(m.layers):
+			b.AddRMSNorm(s.h, s.x, s.h, m.layers[i+1].attnNorm, eps) // residual; the next block's norm
+		case L == 1:
+			b.AddRMSNorm(s.last, s.x, s.h, m.norm, eps) // residual; the final norm
+		default:
+			b.Add(s.x, s.x, s.h)                    // residual
+			b.RMSNorm(s.last, s.lastX, m.norm, eps) // (1, D): only the last token needs logits
+		}
 	}
-	b.RMSNorm(s.last, s.lastX, m.norm, eps) // (1, D): only the last token needs logits
-	b.MatMul(s.logits, s.last, m.head)      // (1, V)
+	b.MatMul(s.logits, s.last, m.head) // (1, V)
 	if cfg.FinalSoftcap > 0 {
 		b.Softcap(s.logits, float32(cfg.FinalSoftcap))
 	}

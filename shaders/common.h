@@ -52,6 +52,20 @@ struct rope_args {
     float scale;
 };
 
+// rope_store_args (32 bytes): rotate q (L, heads·head_dim) and k (L,
+// kv_heads·head_dim) for positions [pos, pos+L) and store k and v (L,
+// kv_heads·head_dim) into cache rows [pos, pos+L).
+struct rope_store_args {
+    uint  L;
+    uint  heads;
+    uint  kv_heads;
+    uint  head_dim;
+    uint  half_rot;
+    uint  pos;
+    float scale;
+    uint  pad;
+};
+
 // attn_args (64 bytes): causal GQA attention of q (L, heads·head_dim) over the
 // KV cache k, v (≥ pos+L rows of kv_heads·head_dim). Query row l attends keys
 // j ∈ [max(0, pos+l+1−window), pos+l+1) (window 0: from 0).
