@@ -71,7 +71,7 @@ const nvRowsPerThread = 2 // MVNV_RT
 
 // nvGeom is the geometry of a matvec_*_nv launch over rows rows (all its
 // matrices) of K columns, chosen from the design note's H100 figures and the
-// L1's costs, before this kernel ran on one:
+// L1's costs before this kernel ran on one,
 //
 //   - lanes per row: 4. A row's 16-byte pieces go to 4 consecutive lanes (64
 //     contiguous bytes per load instruction, a 128-byte line per iteration for
@@ -82,9 +82,20 @@ const nvRowsPerThread = 2 // MVNV_RT
 //     rows still has about 2048 simdgroups in flight (the H100 keeps ~20 per
 //     SM at ~100 registers a thread), each at least one iteration.
 //
+// except for q4 matrices of 8192 rows or more: 2 lanes per row, 4
+// simdgroups. On an H100 (2026-11-27, 32 calls per command buffer, GPU µs a
+// call) that took the 8B shape's 14336×4096 from 37.1 to 29.6 µs and its
+// 128256×4096 lm_head from 206.8 to 158.9, where the 4096-row matrices were
+// fastest as above (q 14.7 µs against 22.7, down 32.2 against 57.2); every
+// other geometry of 2, 4, 8 lanes and 1, 2, 4 simdgroups was slower on all
+// shapes, and 4 rows a thread (MVNV_RT) slower still.
+//
 // Both are run-time arguments of one kernel: retuning them needs no new PTX
 // (TestMetalMatVecNVGeometry runs 1 … 32 lanes per row, 1 … 8 simdgroups).
 func nvGeom(dt DType, rows, K int) (laneShift, nsg int) {
+	if dt == DTypeQ4 && rows >= 8192 && K >= 4*2*2*32 {
+		return 1, 4
+	}
 	laneShift = 2
 	lanes := 1 << laneShift
 	cpl, u := 32, 2 // codes per 16-byte load, loads in flight (MVNV U)
