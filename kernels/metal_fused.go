@@ -68,7 +68,7 @@ func (m *Metal) vecNorm(name string, dst, x, h, w *Tensor, eps float32, threads 
 }
 
 // RoPEStore rotates q and k and writes k and v into the caches at rows
-// [pos, pos+L) in one launch (rope_store_f32 / rope_store_f16).
+// [pos, pos+L) in one launch (rope_store_f32 / rope_store_f16_f32).
 func (m *Metal) RoPEStore(q, k, v, kc, vc *Tensor, pos int, p *RoPE) {
 	L, Dh := q.NumRows(), p.HeadDim
 	half := len(p.InvFreq)
@@ -92,7 +92,7 @@ func (m *Metal) RoPEStore(q, k, v, kc, vc *Tensor, pos int, p *RoPE) {
 	}
 	name := "rope_store_f32"
 	if kc.DType == DTypeF16 {
-		name = "rope_store_f16"
+		name = "rope_store_f16_f32"
 	}
 	H, Hkv := q.Cols()/Dh, kw/Dh
 	m.begin(name)

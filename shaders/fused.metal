@@ -15,8 +15,8 @@
 // threadgroup memory, each simdgroup re-reduces them. Numerics: float sums
 // (per float4, then per thread in order, then the tree); 1/sqrt precise.
 //
-// rope_store_<f32|f16>: rope_neox_f32 on every head of q and k (in place),
-// then the rotated k and v rows stored into the caches kc, vc (row pos + l)
+// rope_store_f32, rope_store_f16_f32: rope_neox_f32 on every head of q and k
+// (in place), then the rotated k and v rows stored into the caches kc, vc (row pos + l)
 // — converted to half, rounding to nearest even, for an f16 cache — replacing
 // two RoPE and two CopyRows launches. Grid: (heads + 2·kv_heads, L)
 // threadgroups: q heads, then k heads, then v heads; threads stride the
@@ -136,4 +136,4 @@ kernel void rope_store(
 typedef decltype(rope_store<float>) rope_store_t;
 template [[host_name("rope_store_f32")]] kernel rope_store_t rope_store<float>;
 typedef decltype(rope_store<half>) rope_store_half_t;
-template [[host_name("rope_store_f16")]] kernel rope_store_half_t rope_store<half>;
+template [[host_name("rope_store_f16_f32")]] kernel rope_store_half_t rope_store<half>;
