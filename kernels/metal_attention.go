@@ -169,6 +169,19 @@ func attnNVSplits(n, Hkv int) (splits, splitLen int) {
 	return splits, (n + splits - 1) / splits
 }
 
+// attnNVKernel names attn_decode_nv for a cache of type kv and group query
+// heads per KV head: the instance for the smallest power of two ≥ group.
+func attnNVKernel(kv DType, group int) string {
+	gm := 1
+	for gm < group {
+		gm *= 2
+	}
+	if kv == DTypeF16 {
+		return fmt.Sprintf("attn_decode_nv_f16_f32_g%d", gm)
+	}
+	return fmt.Sprintf("attn_decode_nv_f32_f32_g%d", gm)
+}
+
 // attnDecodeNV runs decode attention with the NVIDIA-shaped attn_decode_nv
 // over keys [key0, key0+n), then attn_reduce_nv_f32 when it took several splits.
 func (m *Metal) attnDecodeNV(dst, q, k, v *Tensor, a attnArgs, key0, n int) {
@@ -176,10 +189,7 @@ func (m *Metal) attnDecodeNV(dst, q, k, v *Tensor, a attnArgs, key0, n int) {
 	group := H / Hkv
 	splits, splitLen := attnNVSplits(n, Hkv)
 	a.Rows, a.Splits, a.SplitLen, a.Key0 = 1, uint32(splits), uint32(splitLen), uint32(key0)
-	name := "attn_decode_nv_f32_f32"
-	if k.DType == DTypeF16 {
-		name = "attn_decode_nv_f16_f32"
-	}
+	name := attnNVKernel(k.DType, group)
 	var part metal.Buffer
 	if splits > 1 {
 		if part = m.partials(H * splits * (Dh + 2)); part == nil {

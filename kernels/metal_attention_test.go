@@ -3,6 +3,7 @@ package kernels
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -117,9 +118,11 @@ func TestMetalAttentionNV(t *testing.T) {
 		tc{L: 1, pos: 300, H: 4, Hkv: 2, Dh: 64, softcap: 0.5},
 	)
 	testAttention(t, m, cases)
-	for _, name := range []string{"attn_decode_nv_f32_f32", "attn_decode_nv_f16_f32"} {
-		if m.pipes[name] == nil {
-			t.Errorf("%s never ran", name)
+	for _, kv := range []string{"f32", "f16"} {
+		for _, g := range []int{1, 2, 4, 8} {
+			if name := fmt.Sprintf("attn_decode_nv_%s_f32_g%d", kv, g); m.pipes[name] == nil {
+				t.Errorf("%s never ran", name)
+			}
 		}
 	}
 }
@@ -146,8 +149,8 @@ func TestMetalAttentionNVFallback(t *testing.T) {
 	dst := m.New(1, Dh)
 	m.Attention(dst, put(m, q, 1, Dh), kc, vc, S-2, p)
 	closeTo(t, get(t, m, dst), want, attnTol)
-	for _, name := range []string{"attn_decode_nv_f32_f32", "attn_decode_nv_f16_f32"} {
-		if m.pipes[name] != nil {
+	for name, p := range m.pipes {
+		if p != nil && strings.HasPrefix(name, "attn_decode_nv") {
 			t.Errorf("%s ran on a cache it cannot read", name)
 		}
 	}

@@ -29,8 +29,7 @@ func vecNormThreads(n int, ts ...*Tensor) int {
 			return 0
 		}
 	}
-	n4 := n / 4
-	return min(1024, ((n4+anrPer-1)/anrPer+31)&^31)
+	return min(1024, (n/4+31)&^31) // one float4 a thread up to 4096-wide rows
 }
 
 // AddRMSNorm adds h into x and normalizes x's rows into dst

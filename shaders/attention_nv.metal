@@ -2,8 +2,8 @@
 // cuda backend); attention.metal holds the Apple-shaped kernels, and package
 // kernels picks per device (kernels/metal_attention.go).
 //
-// attn_decode_nv_<f32|f16>_f32: for the query heads h = g·G … g·G+G−1 that read
-// KV head g (G = heads/kv_heads ≤ ANV_MAXG), over the keys of one split,
+// attn_decode_nv_<f32|f16>_f32_g<GM>: for the query heads h = g·G … g·G+G−1 that read
+// KV head g (G = heads/kv_heads ≤ GM ≤ ANV_MAXG), over the keys of one split,
 // [j0, j1) = [key0 + z·split_len, +split_len) ∩ [start, pos+1) (start: the
 // window's first key), split_len ≤ ANV_MAXS:
 //     s_j = scale · q_h·k_j  (softcap·tanh(s_j/softcap) if softcap > 0)
@@ -43,7 +43,7 @@ using namespace metal;
 template <typename KV4>
 inline float4 anv_load(device const KV4 * p) { return float4(*p); }
 
-template <typename KV, typename KV4>
+template <typename KV, typename KV4, uint GM>
 kernel void attn_decode_nv(
         constant attn_args & args [[buffer(0)]],
         device const float * q    [[buffer(1)]],
@@ -55,7 +55,7 @@ kernel void attn_decode_nv(
         ushort tid  [[thread_index_in_threadgroup]],
         ushort sg   [[simdgroup_index_in_threadgroup]],
         ushort lane [[thread_index_in_simdgroup]]) {
-    const uint Dh = args.head_dim, G = args.heads / args.kv_heads;
+    const uint Dh = args.head_dim, G = min(GM, args.heads / args.kv_heads);
     const uint kvw = args.kv_heads * Dh; // row stride of k and v
     const uint g = tg.x;
     const uint end = args.pos + 1;
@@ -71,9 +71,20 @@ kernel void attn_decode_nv(
     threadgroup float * md = ss + G * ANV_MAXS;
     threadgroup float4 * red = (threadgroup float4 *)(md + 2 * ANV_MAXG);
 
-    device const float * qg = q + (ulong)g * G * Dh;
-    for (uint i = tid; i < G * Dh; i += ANV_TG) {
-        qs[i] = qg[i];
+    // The group's queries, G·Dh/4 ≤ 4·ANV_TG float4s, every load issued first.
+    device const float4 * qg = (device const float4 *)(q + (ulong)g * G * Dh);
+    float4 qv[4];
+    #pragma unroll
+    for (uint u = 0; u < 4; u++) {
+        const uint i = tid + u * ANV_TG;
+        qv[u] = i < G * Dh / 4 ? qg[i] : float4(0.0f);
+    }
+    #pragma unroll
+    for (uint u = 0; u < 4; u++) {
+        const uint i = tid + u * ANV_TG;
+        if (i < G * Dh / 4) {
+            ((threadgroup float4 *)qs)[i] = qv[u];
+        }
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
 
@@ -83,9 +94,9 @@ kernel void attn_decode_nv(
     for (uint jb = sg * 8; jb < n; jb += ANV_TG / 4) {
         const uint jj = jb + lane / 4;
         const bool ok = jj < n;
-        float dot[ANV_MAXG];
+        float dot[GM];
         #pragma unroll
-        for (uint h = 0; h < ANV_MAXG; h++) {
+        for (uint h = 0; h < GM; h++) {
             dot[h] = 0.0f;
         }
         if (ok) {
@@ -102,7 +113,7 @@ kernel void attn_decode_nv(
                     const uint c = c0 + 16 * u;
                     if (c < Dh) {
                         #pragma unroll
-                        for (uint h = 0; h < ANV_MAXG; h++) {
+                        for (uint h = 0; h < GM; h++) {
                             if (h < G) {
                                 dot[h] += metal::dot(*(threadgroup const float4 *)(qs + h * Dh + c), kk[u]);
                             }
@@ -112,7 +123,7 @@ kernel void attn_decode_nv(
             }
         }
         #pragma unroll
-        for (uint h = 0; h < ANV_MAXG; h++) {
+        for (uint h = 0; h < GM; h++) {
             if (h < G) {
                 dot[h] += simd_shuffle_xor(dot[h], 1);
                 dot[h] += simd_shuffle_xor(dot[h], 2);
@@ -154,9 +165,9 @@ kernel void attn_decode_nv(
     const uint chunks = Dh / 4, streams = ANV_TG / chunks;
     const uint ch = tid % chunks, st = tid / chunks;
     if (st < streams) {
-        float4 acc[ANV_MAXG];
+        float4 acc[GM];
         #pragma unroll
-        for (uint h = 0; h < ANV_MAXG; h++) {
+        for (uint h = 0; h < GM; h++) {
             acc[h] = float4(0.0f);
         }
         device const KV * vg = v + (ulong)j0 * kvw + g * Dh + 4 * ch;
@@ -172,7 +183,7 @@ kernel void attn_decode_nv(
                 const uint jj = j + u * streams;
                 if (jj < n) {
                     #pragma unroll
-                    for (uint h = 0; h < ANV_MAXG; h++) {
+                    for (uint h = 0; h < GM; h++) {
                         if (h < G) {
                             acc[h] += ss[h * ANV_MAXS + jj] * vv[u];
                         }
@@ -181,7 +192,7 @@ kernel void attn_decode_nv(
             }
         }
         #pragma unroll
-        for (uint h = 0; h < ANV_MAXG; h++) {
+        for (uint h = 0; h < GM; h++) {
             if (h < G) {
                 red[(st * G + h) * chunks + ch] = acc[h];
             }
@@ -210,10 +221,25 @@ kernel void attn_decode_nv(
     }
 }
 
-typedef decltype(attn_decode_nv<float, float4>) attn_nv_t;
-template [[host_name("attn_decode_nv_f32_f32")]] kernel attn_nv_t attn_decode_nv<float, float4>;
-typedef decltype(attn_decode_nv<half, half4>) attn_nv_half_t;
-template [[host_name("attn_decode_nv_f16_f32")]] kernel attn_nv_half_t attn_decode_nv<half, half4>;
+// One instantiation per cache type and per bound GM on the query heads per
+// KV head (1, 2, 4, 8: the host takes the smallest ≥ G), so the head loops
+// have constant trip counts and no lanes wasted on heads that are not there.
+typedef decltype(attn_decode_nv<float, float4, 1>) attn_nv_f32_g1_t;
+template [[host_name("attn_decode_nv_f32_f32_g1")]] kernel attn_nv_f32_g1_t attn_decode_nv<float, float4, 1>;
+typedef decltype(attn_decode_nv<float, float4, 2>) attn_nv_f32_g2_t;
+template [[host_name("attn_decode_nv_f32_f32_g2")]] kernel attn_nv_f32_g2_t attn_decode_nv<float, float4, 2>;
+typedef decltype(attn_decode_nv<float, float4, 4>) attn_nv_f32_g4_t;
+template [[host_name("attn_decode_nv_f32_f32_g4")]] kernel attn_nv_f32_g4_t attn_decode_nv<float, float4, 4>;
+typedef decltype(attn_decode_nv<float, float4, 8>) attn_nv_f32_g8_t;
+template [[host_name("attn_decode_nv_f32_f32_g8")]] kernel attn_nv_f32_g8_t attn_decode_nv<float, float4, 8>;
+typedef decltype(attn_decode_nv<half, half4, 1>) attn_nv_f16_g1_t;
+template [[host_name("attn_decode_nv_f16_f32_g1")]] kernel attn_nv_f16_g1_t attn_decode_nv<half, half4, 1>;
+typedef decltype(attn_decode_nv<half, half4, 2>) attn_nv_f16_g2_t;
+template [[host_name("attn_decode_nv_f16_f32_g2")]] kernel attn_nv_f16_g2_t attn_decode_nv<half, half4, 2>;
+typedef decltype(attn_decode_nv<half, half4, 4>) attn_nv_f16_g4_t;
+template [[host_name("attn_decode_nv_f16_f32_g4")]] kernel attn_nv_f16_g4_t attn_decode_nv<half, half4, 4>;
+typedef decltype(attn_decode_nv<half, half4, 8>) attn_nv_f16_g8_t;
+template [[host_name("attn_decode_nv_f16_f32_g8")]] kernel attn_nv_f16_g8_t attn_decode_nv<half, half4, 8>;
 
 // attn_reduce_nv_f32: out (rows·head_dim) from attn_decode_nv's partials, one
 // threadgroup of ANV_TG threads per row (query head): M = max_s m_s and

@@ -9,9 +9,9 @@
 // 4·4·ntg; x, h, w, y are 16-byte aligned (the host checks). y may alias h:
 // each thread writes only the elements it read.
 // Grid: one threadgroup per row of ntg threads (a multiple of 32, ≤ 1024);
-// thread t holds float4s t, t + ntg, … (≤ 4) in registers from the load to
-// the store, so the row is read once and every load is issued before the
-// first is used. Reduction as rmsnorm_f32's: simd_sum, partials in
+// thread t holds float4s t, t + ntg, … (≤ 4) of x, h and w in registers from
+// the load to the store, so the row is read once and every load (w's too) is
+// issued before the first is used. Reduction as rmsnorm_f32's: simd_sum, partials in
 // threadgroup memory, each simdgroup re-reduces them. Numerics: float sums
 // (per float4, then per thread in order, then the tree); 1/sqrt precise.
 //
@@ -47,14 +47,17 @@ kernel void add_rmsnorm(
     device const float4 * hr = (device const float4 *)(h + (ulong)row * args.n);
     device float4 * yr = (device float4 *)(y + (ulong)row * args.n);
     device const float4 * w4 = (device const float4 *)w;
-    float4 v[ANR_PER];
+    float4 v[ANR_PER], hv[ANR_PER], wv[ANR_PER];
     #pragma unroll
     for (uint k = 0; k < ANR_PER; k++) {
         const uint i = tid + k * ntg;
         v[k] = i < n4 ? xr[i] : float4(0.0f);
-        if (ADD && i < n4) {
-            v[k] += hr[i];
-        }
+        hv[k] = ADD && i < n4 ? hr[i] : float4(0.0f);
+        wv[k] = i < n4 ? w4[i] : float4(0.0f);
+    }
+    #pragma unroll
+    for (uint k = 0; k < ANR_PER; k++) {
+        v[k] += hv[k];
     }
     float ss = 0.0f;
     #pragma unroll
@@ -76,7 +79,7 @@ kernel void add_rmsnorm(
     for (uint k = 0; k < ANR_PER; k++) {
         const uint i = tid + k * ntg;
         if (i < n4) {
-            yr[i] = w4[i] * (v[k] * inv);
+            yr[i] = wv[k] * (v[k] * inv);
         }
     }
 }
