@@ -8,7 +8,11 @@
 // what else runs. Requests that find no free session wait in a bounded queue;
 // beyond it they get 429. Every request is prefilled from an empty cache.
 //
+// response_format json_object and json_schema are honoured by constrained
+// decoding (package server/constrain): each step samples only from the
+// tokens that keep the output a prefix of a valid document.
+//
 // It is not a continuous-batching scheduler (one forward for every active
-// sequence), has no prefix cache, tool calls or constrained decoding: see
-// docs/server.md for what is supported and what is rejected with 400.
+// sequence) and has no prefix cache or tool calls: see docs/server.md for
+// what is supported and what is rejected with 400.
 package server

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ingot-llm/ingot/server/constrain"
 	"github.com/ingot-llm/ingot/tokenize"
 )
 
@@ -102,20 +103,9 @@ func contentText(field string, raw json.RawMessage) (string, error) {
 }
 
 // rejectUnsupported answers 400 for the fields this server cannot honour.
-func rejectUnsupported(tools, responseFormat json.RawMessage) error {
+func rejectUnsupported(tools json.RawMessage) error {
 	if !isNull(tools) && string(tools) != "[]" {
 		return badRequest("tools", "tool calls are not supported yet")
-	}
-	if !isNull(responseFormat) {
-		var rf struct {
-			Type string `json:"type"`
-		}
-		if json.Unmarshal(responseFormat, &rf) != nil {
-			return badRequest("response_format", "must be an object with a type")
-		}
-		if rf.Type != "text" {
-			return badRequest("response_format.type", "only \"text\" is supported, got %q", rf.Type)
-		}
 	}
 	return nil
 }
@@ -227,6 +217,7 @@ type chatJob struct {
 	topK         int
 	stream       bool
 	includeUsage bool
+	grammar      *constrain.Grammar // response_format's; nil: free text
 }
 
 // parseChat reads and validates a chat request: a 400 names the first bad
@@ -244,7 +235,10 @@ func parseChat(r *http.Request, l *loaded) (*chatJob, error) {
 	if j.p, err = req.sampling.parse(); err != nil {
 		return nil, err
 	}
-	if err := rejectUnsupported(req.Tools, req.ResponseFormat); err != nil {
+	if err := rejectUnsupported(req.Tools); err != nil {
+		return nil, err
+	}
+	if j.grammar, err = parseResponseFormat(req.ResponseFormat); err != nil {
 		return nil, err
 	}
 	j.logprobs = req.Logprobs != nil && *req.Logprobs
@@ -295,7 +289,11 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	seqFor := func(i int) *sequence {
 		o := p.opts
 		o.MaxTokens, o.Seed, o.Logprobs = gen, seedFor(p.seed, i), logprobs
-		return &sequence{prompt: ids, opts: o, topK: topK}
+		seq := &sequence{prompt: ids, opts: o, topK: topK, grammar: j.grammar}
+		if j.grammar != nil {
+			seq.vocab = rq.l.vocab()
+		}
+		return seq
 	}
 	var logprobsOf func(st *step) *chatLogprobs
 	if logprobs {

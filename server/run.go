@@ -46,7 +46,7 @@ func (s *Server) runChoice(ctx context.Context, rq *request, sl slot, seq *seque
 		if s.onToken != nil {
 			s.onToken(ctx)
 		}
-		eos := !seq.opts.IgnoreEOS && slices.Contains(eosIDs, st.id)
+		eos := (!seq.opts.IgnoreEOS || seq.grammar != nil) && slices.Contains(eosIDs, st.id)
 		text, stopped := out.next(st.id, eos, false)
 		var sp *step
 		if !eos {

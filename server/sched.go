@@ -3,12 +3,14 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
 
 	"github.com/ingot-llm/ingot"
 	"github.com/ingot-llm/ingot/model"
+	"github.com/ingot-llm/ingot/server/constrain"
 )
 
 // errQueueFull is returned by acquire when the wait queue is full (HTTP 429).
@@ -59,6 +61,12 @@ type sequence struct {
 	// scored is set by run, before the first generated token, with
 	// scorePrompt: one step per prompt token; the first has no logprob.
 	scored []step
+	// grammar, when set, constrains the generated text (see package
+	// constrain) over the tokens of vocab: each step samples from the
+	// logits of the tokens it allows, EOS only once the document is
+	// complete, and EOS ends the sequence even with IgnoreEOS.
+	grammar *constrain.Grammar
+	vocab   *constrain.Vocab
 }
 
 // A step is one generated (or, in seqResult.prompt, one prompt) token with
@@ -191,7 +199,7 @@ func (sl *poolSlot) forget() {
 func (sl *poolSlot) run(ctx context.Context, seq *sequence, emit func(step) bool) (seqResult, error) {
 	sl.forget()
 	raw := sl.s.Raw()
-	if !seq.scorePrompt && !seq.opts.Logprobs {
+	if !seq.scorePrompt && !seq.opts.Logprobs && seq.grammar == nil {
 		// The session's own loop: device argmax, top-k and pipelining apply.
 		sl.grow(len(seq.prompt))
 		r, err := raw.Generate(ctx, seq.prompt, seq.opts, func(t model.Token) bool {
@@ -250,18 +258,44 @@ func (sl *poolSlot) runLogits(ctx context.Context, raw *model.Session, seq *sequ
 	}
 	history := slices.Clone(p)
 	eos := raw.Model().EOS
+	var (
+		m      *constrain.Matcher
+		mask   []uint64
+		masked []float32
+	)
+	if seq.grammar != nil {
+		m = constrain.NewMatcher(seq.grammar, seq.vocab)
+		mask = make([]uint64, (len(logits)+63)/64)
+	}
 	for n := 1; ; n++ {
 		if err := ctx.Err(); err != nil {
 			return cancelled(err)
 		}
-		tok := smp.Sample(logits, history)
+		from := logits
+		if m != nil {
+			m.Mask(mask)
+			var ok bool
+			if from, ok = maskLogits(masked, logits, mask); !ok {
+				return res, errors.New("server: constrained decoding: no token of the vocabulary continues the output")
+			}
+			masked = from
+		}
+		tok := smp.Sample(from, history)
+		if m != nil && !m.Accept(tok) {
+			// The draw can land on a zero-probability candidate by float32
+			// rounding; take the likeliest allowed token instead.
+			tok = argmaxAllowed(logits, mask)
+			if !m.Accept(tok) {
+				return res, fmt.Errorf("server: constrained decoding: token %d is outside the mask", tok)
+			}
+		}
 		history = append(history, tok)
 		if !emit(scoreStep(logits, tok, seq.topK)) {
 			res.stop = model.StopCaller
 			return res, nil
 		}
 		switch {
-		case !seq.opts.IgnoreEOS && slices.Contains(eos, tok):
+		case (!seq.opts.IgnoreEOS || m != nil) && slices.Contains(eos, tok):
 			res.stop = model.StopEOS
 			return res, nil
 		case n >= seq.opts.MaxTokens:

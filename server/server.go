@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/ingot-llm/ingot"
+	"github.com/ingot-llm/ingot/server/constrain"
 	"github.com/ingot-llm/ingot/tokenize"
 )
 
@@ -120,6 +121,12 @@ type loaded struct {
 	sched   scheduler
 	created int64 // unix seconds the model was ready
 	ctxSize int   // each session's context window in tokens
+	vocabs  vocab // for constrained decoding
+}
+
+// vocab returns the model's vocabulary for constrained decoding.
+func (l *loaded) vocab() *constrain.Vocab {
+	return l.vocabs.get(l.tok, l.model.Raw().Config.VocabSize, l.model.Raw().EOS)
 }
 
 // New validates cfg and returns a server that is not yet serving.

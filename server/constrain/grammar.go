@@ -1,0 +1,230 @@
+package constrain
+
+// byteSet is a set of bytes, one bit each.
+type byteSet [4]uint64
+
+func (s *byteSet) add(lo, hi byte) {
+	for c := int(lo); c <= int(hi); c++ {
+		s[c>>6] |= 1 << (c & 63)
+	}
+}
+
+func (s *byteSet) has(c byte) bool { return s[c>>6]&(1<<(c&63)) != 0 }
+
+func setOf(lo, hi byte) byteSet {
+	var s byteSet
+	s.add(lo, hi)
+	return s
+}
+
+type elemKind uint8
+
+const (
+	elemBytes  elemKind = iota // one byte of set
+	elemRule                   // rule
+	elemString                 // a JSON string's body and closing quote (the opening quote is before it)
+)
+
+// elem is one element of an alternative.
+type elem struct {
+	kind elemKind
+	rule int32
+	set  byteSet
+}
+
+// A Grammar is a compiled byte-level grammar: rules of alternatives of
+// element sequences. It is read-only once built and safe for concurrent use
+// by any number of matchers.
+type Grammar struct {
+	rules [][]int32 // rule → its alternatives
+	alts  [][]elem  // alternative → its elements
+	root  int32
+	size  int // elements in all alternatives
+}
+
+// maxGrammarElems bounds a compiled grammar, so that a schema cannot make
+// the server build an unbounded one.
+const maxGrammarElems = 1 << 18
+
+// builder builds a Grammar, with JSON's common rules made once.
+type builder struct {
+	g                                    *Grammar
+	ws, value, str, number, integer, obj int32 // common rules; -1 until made
+	tooBig                               bool
+}
+
+func newBuilder() *builder {
+	return &builder{g: &Grammar{}, ws: -1, value: -1, str: -1, number: -1, integer: -1, obj: -1}
+}
+
+// newRule reserves a rule to be given its alternatives with setRule, so
+// rules can refer to each other.
+func (b *builder) newRule() int32 {
+	b.g.rules = append(b.g.rules, nil)
+	return int32(len(b.g.rules) - 1)
+}
+
+func (b *builder) setRule(r int32, alts ...[]elem) {
+	for _, a := range alts {
+		b.g.size += len(a)
+		if b.g.size > maxGrammarElems {
+			b.tooBig = true
+			return
+		}
+		b.g.alts = append(b.g.alts, a)
+		b.g.rules[r] = append(b.g.rules[r], int32(len(b.g.alts)-1))
+	}
+}
+
+// rule makes a rule of alts.
+func (b *builder) rule(alts ...[]elem) int32 {
+	r := b.newRule()
+	b.setRule(r, alts...)
+	return r
+}
+
+func ref(r int32) elem       { return elem{kind: elemRule, rule: r} }
+func bytesOf(s byteSet) elem { return elem{kind: elemBytes, set: s} }
+func stringBody() elem       { return elem{kind: elemString} }
+func seq(parts ...[]elem) []elem {
+	var out []elem
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// lit is the elements of a literal byte string.
+func lit(s string) []elem {
+	out := make([]elem, len(s))
+	for i := range len(s) {
+		out[i] = bytesOf(setOf(s[i], s[i]))
+	}
+	return out
+}
+
+func one(e elem) []elem { return []elem{e} }
+
+// wsRule: nothing or one space, the only whitespace the grammar allows
+// (after ':' and ',').
+func (b *builder) wsRule() int32 {
+	if b.ws < 0 {
+		b.ws = b.rule(lit(" "), nil)
+	}
+	return b.ws
+}
+
+// strRule: a JSON string of any content.
+func (b *builder) strRule() int32 {
+	if b.str < 0 {
+		b.str = b.rule(seq(lit(`"`), one(stringBody())))
+	}
+	return b.str
+}
+
+// digits is a rule of lo to hi decimal digits (lo ≥ 0, hi ≥ lo).
+func (b *builder) digits(lo, hi int) []elem {
+	d := bytesOf(setOf('0', '9'))
+	opt := b.rule(nil) // ε
+	for range hi - lo {
+		opt = b.rule(seq(one(d), one(ref(opt))), nil)
+	}
+	out := make([]elem, 0, lo+1)
+	for range lo {
+		out = append(out, d)
+	}
+	return append(out, ref(opt))
+}
+
+// Digit limits of generated numbers: a float64 holds them, and the model
+// cannot write digits forever.
+const (
+	maxIntDigits  = 16
+	maxFracDigits = 16
+	maxExpDigits  = 3
+)
+
+// integerRule: -?(0|[1-9][0-9]{0,15}).
+func (b *builder) integerRule() int32 {
+	if b.integer < 0 {
+		sign := b.rule(lit("-"), nil)
+		b.integer = b.rule(seq(one(ref(sign)), lit("0")),
+			seq(one(ref(sign)), one(bytesOf(setOf('1', '9'))), b.digits(0, maxIntDigits-1)))
+	}
+	return b.integer
+}
+
+// numberRule: an integer, then an optional fraction and exponent.
+func (b *builder) numberRule() int32 {
+	if b.number < 0 {
+		frac := b.rule(seq(lit("."), b.digits(1, maxFracDigits)), nil)
+		var e, pm byteSet
+		e.add('e', 'e')
+		e.add('E', 'E')
+		pm.add('+', '+')
+		pm.add('-', '-')
+		sign := b.rule(one(bytesOf(pm)), nil)
+		exp := b.rule(seq(one(bytesOf(e)), one(ref(sign)), b.digits(1, maxExpDigits)), nil)
+		b.number = b.rule(seq(one(ref(b.integerRule())), one(ref(frac)), one(ref(exp))))
+	}
+	return b.number
+}
+
+// valueRule: any JSON value.
+func (b *builder) valueRule() int32 {
+	if b.value < 0 {
+		b.value = b.newRule()
+		arr := b.arrayRule(b.value, 0, -1)
+		b.setRule(b.value, one(ref(b.objectRule())), one(ref(arr)), one(ref(b.strRule())),
+			one(ref(b.numberRule())), lit("true"), lit("false"), lit("null"))
+	}
+	return b.value
+}
+
+// objectRule: any JSON object.
+func (b *builder) objectRule() int32 {
+	if b.obj < 0 {
+		b.obj = b.newRule()
+		b.setRule(b.obj, one(ref(b.mapRule(b.valueRule()))))
+	}
+	return b.obj
+}
+
+// mapRule: an object of any keys, each value of rule v.
+func (b *builder) mapRule(v int32) int32 {
+	kv := b.rule(seq(one(ref(b.strRule())), lit(":"), one(ref(b.wsRule())), one(ref(v))))
+	rest := b.newRule()
+	b.setRule(rest, seq(lit(","), one(ref(b.wsRule())), one(ref(kv)), one(ref(rest))), nil)
+	return b.rule(lit("{}"), seq(lit("{"), one(ref(kv)), one(ref(rest)), lit("}")))
+}
+
+// arrayRule: an array of min to max (-1: any number of) items of rule item.
+func (b *builder) arrayRule(item int32, min, max int) int32 {
+	sep := seq(lit(","), one(ref(b.wsRule())), one(ref(item)))
+	// tail(j): what may follow j items.
+	var tail int32
+	if max < 0 {
+		tail = b.newRule()
+		b.setRule(tail, seq(sep, one(ref(tail))), nil)
+		for j := min - 1; j >= 1; j-- {
+			tail = b.rule(seq(sep, one(ref(tail))))
+		}
+	} else {
+		tail = b.rule(nil) // j == max
+		for j := max - 1; j >= 1; j-- {
+			if j >= min {
+				tail = b.rule(seq(sep, one(ref(tail))), nil)
+			} else {
+				tail = b.rule(seq(sep, one(ref(tail))))
+			}
+		}
+	}
+	var alts [][]elem
+	if min == 0 {
+		alts = append(alts, lit("[]"))
+	}
+	if max != 0 {
+		alts = append(alts, seq(lit("["), one(ref(item)), one(ref(tail)), lit("]")))
+	}
+	return b.rule(alts...)
+}

@@ -1,0 +1,125 @@
+package constrain
+
+import (
+	"math/bits"
+	"math/rand/v2"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ingot-llm/ingot/tokenize"
+)
+
+// vocabs caches test vocabularies by tokenizer directory.
+var vocabs sync.Map
+
+// testVocab loads the vocabulary of the tokenizer in dir, as package server
+// builds it: every token's bytes, special tokens left out, eos the EOS ids.
+func testVocab(t testing.TB, dir string, eos ...int32) *Vocab {
+	t.Helper()
+	if v, ok := vocabs.Load(dir); ok {
+		return v.(*Vocab)
+	}
+	tk, err := tokenize.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks := make([][]byte, tk.VocabSize())
+	for id := range toks {
+		if !tk.IsSpecial(int32(id)) {
+			toks[id] = tk.TokenBytes(int32(id))
+		}
+	}
+	v := NewVocab(len(toks), toks, eos)
+	vocabs.Store(dir, v)
+	return v
+}
+
+const demoDir = "../../internal/demo/tinycode-llama"
+
+// TestMaskExact: at every step of random constrained walks, the mask holds
+// exactly the tokens whose bytes the grammar accepts from that state (and
+// EOS exactly when the document is complete).
+func TestMaskExact(t *testing.T) {
+	v := testVocab(t, demoDir, 2)
+	rng := rand.New(rand.NewPCG(3, 4))
+	schemas := []string{
+		"",
+		`{"type":"object","properties":{"name":{"type":"string"},"tags":{"type":"array","items":{"enum":["a","bc",7]},"maxItems":3},"n":{"type":"number"}},"required":["name","n"]}`,
+		`{"anyOf":[{"type":"string"},{"type":"array","items":{"type":"integer"}},{"const":"stop"}]}`,
+	}
+	mask := make([]uint64, (v.n+63)/64)
+	for _, s := range schemas {
+		g := AnyObject()
+		if s != "" {
+			g = mustCompile(t, s)
+		}
+		for walk := range 4 {
+			m := NewMatcher(g, v)
+			for step := range 40 {
+				m.Mask(mask)
+				var allowed []int32
+				for id := range v.n {
+					want := v.isEOS(int32(id)) && m.Complete() || v.tokens[id] != nil && m.clone().AcceptBytes(v.tokens[id])
+					if got := mask[id>>6]&(1<<(id&63)) != 0; got != want {
+						t.Fatalf("schema %s walk %d step %d: token %d %q: mask %v, grammar %v", s, walk, step, id, v.tokens[id], got, want)
+					}
+					if want && !v.isEOS(int32(id)) {
+						allowed = append(allowed, int32(id))
+					}
+				}
+				if len(allowed) == 0 {
+					break
+				}
+				if !m.Accept(allowed[rng.IntN(len(allowed))]) {
+					t.Fatal("an allowed token was refused")
+				}
+			}
+		}
+	}
+}
+
+func popcount(mask []uint64) int {
+	n := 0
+	for _, w := range mask {
+		n += bits.OnesCount64(w)
+	}
+	return n
+}
+
+// BenchmarkMask measures one mask computation with the cache off, in the
+// states a generation passes through (in a free string: the plain-token fast
+// path; after a key: the whole trie), for the demo vocabulary (4k) and
+// Llama 3's (128k).
+func BenchmarkMask(b *testing.B) {
+	for _, vc := range []struct{ name, dir string }{
+		{"demo", demoDir},
+		{"llama3", filepath.Join("..", "..", "..", "shared", "testdata", "tokenizers", "llama3")},
+	} {
+		t0 := time.Now()
+		v := testVocab(b, vc.dir, 0)
+		b.Logf("vocab=%s: %d tokens, trie %d nodes (rest %d), built in %v", vc.name, v.n, len(v.all.nodes), len(v.rest.nodes), time.Since(t0))
+		g := mustCompile(b, `{"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"},"tags":{"type":"array","items":{"type":"string"}}},"required":["name","age","tags"]}`)
+		for _, st := range []struct{ name, prefix string }{
+			{"start", ``},
+			{"string", `{"name":"Ada Love`},
+			{"integer", `{"name":"Ada", "age":3`},
+			{"array", `{"name":"Ada", "age":36, "tags":["x", `},
+		} {
+			b.Run("vocab="+vc.name+"/state="+st.name, func(b *testing.B) {
+				m := NewMatcher(g, v)
+				if !m.AcceptBytes([]byte(st.prefix)) {
+					b.Fatalf("prefix %q refused", st.prefix)
+				}
+				mask := make([]uint64, (v.n+63)/64)
+				b.ReportAllocs()
+				for b.Loop() {
+					clear(m.cache)
+					m.Mask(mask)
+				}
+				b.ReportMetric(float64(popcount(mask)), "allowed")
+			})
+		}
+	}
+}

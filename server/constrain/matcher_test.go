@@ -1,0 +1,112 @@
+package constrain
+
+import (
+	"testing"
+)
+
+// match reports whether doc is a whole document of g.
+func match(g *Grammar, doc string) bool {
+	m := NewMatcher(g, NewVocab(0, nil, nil))
+	return m.AcceptBytes([]byte(doc)) && m.Complete()
+}
+
+// prefix reports whether doc begins a document of g.
+func prefix(g *Grammar, doc string) bool {
+	return NewMatcher(g, NewVocab(0, nil, nil)).AcceptBytes([]byte(doc))
+}
+
+func mustCompile(t testing.TB, schema string) *Grammar {
+	t.Helper()
+	g, err := CompileSchema([]byte(schema))
+	if err != nil {
+		t.Fatalf("%s: %v", schema, err)
+	}
+	return g
+}
+
+func TestGrammarDocuments(t *testing.T) {
+	any := AnyObject()
+	cases := []struct {
+		name   string
+		schema string // "" : any object
+		doc    string
+		ok     bool
+	}{
+		{"empty object", "", `{}`, true},
+		{"nested", "", `{"a":[1,[2,[]],{"b":null}],"c": true, "d":"x"}`, true},
+		{"escapes", "", `{"a":"\"\\\/\b\f\n\r\t\u00e9\uD83D\uDE00"}`, true},
+		{"bad escape", "", `{"a":"\x"}`, false},
+		{"short unicode escape", "", `{"a":"\u12"}`, false},
+		{"raw newline in string", "", "{\"a\":\"\n\"}", false},
+		{"utf8", "", `{"é":"日本語😀"}`, true},
+		{"overlong utf8", "", "{\"a\":\"\xc0\xaf\"}", false},
+		{"surrogate in utf8", "", "{\"a\":\"\xed\xa0\x80\"}", false},
+		{"beyond U+10FFFF", "", "{\"a\":\"\xf4\x90\x80\x80\"}", false},
+		{"truncated utf8", "", "{\"a\":\"\xe6\x97\"}", false},
+		{"minus zero", "", `{"a":-0}`, true},
+		{"exponent", "", `{"a":1e10,"b":-2.5E-3,"c":0.0}`, true},
+		{"leading zero", "", `{"a":01}`, false},
+		{"bare dot", "", `{"a":1.}`, false},
+		{"plus sign", "", `{"a":+1}`, false},
+		{"17 integer digits", "", `{"a":12345678901234567}`, false},
+		{"16 integer digits", "", `{"a":1234567890123456}`, true},
+		{"4 exponent digits", "", `{"a":1e1000}`, false},
+		{"two spaces", "", `{"a":  1}`, false},
+		{"space before colon", "", `{"a" :1}`, false},
+		{"newline", "", "{\n\"a\":1}", false},
+		{"trailing comma", "", `{"a":1,}`, false},
+		{"array at root", "", `[1]`, false},
+		{"text after", "", `{} `, false},
+		{"nested arrays", `{"type":"array","items":{"type":"array","items":{"type":"integer"}}}`, `[[1,2],[],[3]]`, true},
+		{"nested arrays, bad item", `{"type":"array","items":{"type":"array","items":{"type":"integer"}}}`, `[[1.5]]`, false},
+		{"minItems", `{"type":"array","items":{"type":"boolean"},"minItems":2,"maxItems":3}`, `[true]`, false},
+		{"in range", `{"type":"array","items":{"type":"boolean"},"minItems":2,"maxItems":3}`, `[true, false,true]`, true},
+		{"maxItems", `{"type":"array","items":{"type":"boolean"},"minItems":2,"maxItems":3}`, `[true,true,true,true]`, false},
+		{"required order", `{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"number"}},"required":["a","b"]}`, `{"a":"x", "b":1}`, true},
+		{"other order", `{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"number"}},"required":["a","b"]}`, `{"b":1,"a":"x"}`, false},
+		{"missing required", `{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"number"}},"required":["a","b"]}`, `{"a":"x"}`, false},
+		{"optional left out", `{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"number"},"c":{"type":"null"}},"required":["b"]}`, `{"b":1,"c":null}`, true},
+		{"no property", `{"type":"object","properties":{"a":{"type":"string"}}}`, `{}`, true},
+		{"extra key", `{"type":"object","properties":{"a":{"type":"string"}}}`, `{"a":"1","z":1}`, false},
+		{"enum", `{"enum":["red",1,null,{"x":[true]}]}`, `{"x":[true]}`, true},
+		{"enum miss", `{"enum":["red",1,null]}`, `"blue"`, false},
+		{"string enum with type", `{"type":"string","enum":["a","b",3]}`, `3`, false},
+		{"const", `{"const":"a\"b"}`, `"a\"b"`, true},
+		{"anyOf", `{"anyOf":[{"type":"integer"},{"type":"object","properties":{"k":{"type":"string"}},"required":["k"]}]}`, `{"k":"v"}`, true},
+		{"type list", `{"type":["string","null"]}`, `null`, true},
+		{"integer", `{"type":"integer"}`, `-12`, true},
+		{"integer fraction", `{"type":"integer"}`, `1.0`, false},
+		{"ref", `{"$defs":{"p":{"type":"boolean"}},"type":"object","properties":{"x":{"$ref":"#/$defs/p"}},"required":["x"]}`, `{"x":false}`, true},
+		{"map", `{"type":"object","additionalProperties":{"type":"integer"}}`, `{"a":1,"b":2}`, true},
+		{"map bad value", `{"type":"object","additionalProperties":{"type":"integer"}}`, `{"a":"1"}`, false},
+		{"closed empty", `{"type":"object","additionalProperties":false}`, `{}`, true},
+		{"true schema", `true`, `[1,"a",{}]`, true},
+		{"key escaping", `{"type":"object","properties":{"a\"b":{"type":"null"}},"required":["a\"b"]}`, `{"a\"b":null}`, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := any
+			if tc.schema != "" {
+				g = mustCompile(t, tc.schema)
+			}
+			if got := match(g, tc.doc); got != tc.ok {
+				t.Errorf("match(%s) = %v, want %v", tc.doc, got, tc.ok)
+			}
+		})
+	}
+}
+
+func TestPrefixes(t *testing.T) {
+	g := mustCompile(t, `{"type":"object","properties":{"name":{"type":"string"},"n":{"type":"integer"}},"required":["name","n"]}`)
+	for _, tc := range []struct {
+		doc string
+		ok  bool
+	}{
+		{`{"na`, true}, {`{"nb`, false}, {`{"name": "x\u00`, true}, {"{\"name\":\"\xe6", true}, {`{"name":"x","n":-`, true},
+		{`{"name":"x","n":-0`, true}, {`{"name":"x","n":-00`, false},
+	} {
+		if got := prefix(g, tc.doc); got != tc.ok {
+			t.Errorf("prefix(%s) = %v, want %v", tc.doc, got, tc.ok)
+		}
+	}
+}
