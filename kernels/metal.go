@@ -32,14 +32,15 @@ import (
 // copies them into new device buffers otherwise. A Metal is not safe for
 // concurrent use: each goroutine runs its own stream ([Metal.NewStream]).
 type Metal struct {
-	dev    metal.Device
-	ownDev bool                                             // opened by Open: Close releases it
-	shape  kernelShape                                      // which shape of the hot kernels runs (see matvecNVNames); from the device
-	nv     *nvTable                                         // the (scale, bias) pairs Upload made for shapeNVIDIA, shared with the streams
-	nvGeom func(dt DType, rows, K int) (laneShift, nsg int) // tests: a fixed geometry instead of nvGeom's
-	pipes  map[string]metal.Pipeline
-	bufs   []metal.Buffer // every buffer this backend made, released by Close
-	maps   []*mapping     // host regions wrapped by Map
+	dev       metal.Device
+	ownDev    bool                                             // opened by Open: Close releases it
+	shape     kernelShape                                      // which shape of the hot kernels runs (see matvecNVNames); from the device
+	nv        *nvTable                                         // the (scale, bias) pairs Upload made for shapeNVIDIA, shared with the streams
+	nvGeom    func(dt DType, rows, K int) (laneShift, nsg int) // tests: a fixed geometry instead of nvGeom's
+	nvNoStage bool                                             // tests: the matvec_*_nv kernels that read x from device memory
+	pipes     map[string]metal.Pipeline
+	bufs      []metal.Buffer // every buffer this backend made, released by Close
+	maps      []*mapping     // host regions wrapped by Map
 
 	cb       metal.CommandBuffer // being encoded; nil until the first op after a commit
 	enc      metal.Encoder

@@ -31,17 +31,24 @@ func shapeOf(dev metal.Device) kernelShape {
 // The decode mat-vec (MatMul and MatMuls at L = 1) by kernel shape and weight:
 //
 //	weight                          shapeApple                 shapeNVIDIA
-//	q4, q8; groups of 32, 64, 128   matvec_<w>_f32, per weight  matvec_<w>_f32_nv_<sb>sb, up to 4 weights a launch
+//	q4, q8; groups of 32, 64, 128   matvec_<w>_f32, per weight  matvec_<w>_f32_nv_<sb>sb[_xs], up to 4 weights a launch
 //	any other                       matvec_<w>_f32, per weight  matvec_<w>_f32, per weight
 //
 // <sb> is the type of the (scale, bias) pairs Upload made for the NVIDIA
 // kernel: bf16 or f16 where every scale and bias is exact in it (MLX stores
-// them so; the loader widened them to f32), else f32. Prefill (L > 1) runs
+// them so; the loader widened them to f32), else f32. _xs: x staged in
+// threadgroup memory first (K ≤ 6144, see nvStageBytes). Prefill (L > 1) runs
 // matmul_<w>_f32 on every device. nvGeom holds the NVIDIA kernel's geometry.
 var matvecNVNames = [2][3]string{
 	{"matvec_q4_f32_nv_bf16sb", "matvec_q4_f32_nv_f16sb", "matvec_q4_f32_nv_f32sb"},
 	{"matvec_q8_f32_nv_bf16sb", "matvec_q8_f32_nv_f16sb", "matvec_q8_f32_nv_f32sb"},
 }
+
+// nvStageBytes bounds the threadgroup memory of a _xs kernel's staged x:
+// K + K/8 floats, so K up to 6144 (every 4096-wide input of an 8B model, all
+// of a 1B's but the down projection's) — under Metal's 32 kB with the
+// simdgroups' partial sums, and under CUDA's 48 kB without opting in.
+const nvStageBytes = 28 << 10
 
 // Types of the (scale, bias) pairs of matvec_*_nv.
 const (
@@ -255,7 +262,12 @@ func (m *Metal) matvecNV(dst []*Tensor, x *Tensor, w []*Tensor) bool {
 	if w0.DType == DTypeQ8 {
 		q = 1
 	}
-	m.begin(matvecNVNames[q][kind])
+	name, xsBytes := matvecNVNames[q][kind], 4*(K+K/32*4)
+	stage := x.Off%16 == 0 && xsBytes <= nvStageBytes && !m.nvNoStage
+	if stage {
+		name += "_xs"
+	}
+	m.begin(name)
 	setArgs(m, a)
 	m.in(1, x)
 	for i := range 4 { // unused slots repeat the first matrix: bound, never read
@@ -268,6 +280,11 @@ func (m *Metal) matvecNV(dst []*Tensor, x *Tensor, w []*Tensor) bool {
 		m.out(10+i, dst[j])
 	}
 	m.tgmem(0, 4*nsg*per)
+	if stage {
+		m.tgmem(1, xsBytes)
+	} else {
+		m.tgmem(1, 16) // bound, unused
+	}
 	m.run(metal.Size{W: groups, H: 1, D: 1}, metal.Size{W: 32 * nsg, H: 1, D: 1})
 	for _, wi := range w {
 		m.stats.WeightBytes += int64(wi.Shape[0]) * int64(wi.DType.RowBytes(K)+K/wi.GroupSize*sbBytes[kind])

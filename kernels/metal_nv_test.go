@@ -128,31 +128,42 @@ func nvCases() []nvCase {
 	return cs
 }
 
+// TestMetalMatVecNV runs nvCases with x staged in threadgroup memory (the
+// _xs kernels, K ≤ 6144) and read from device memory.
 func TestMetalMatVecNV(t *testing.T) {
 	m := testMetalNV(t)
 	var worst float64
 	for _, c := range nvCases() {
-		t.Run(c.String(), func(t *testing.T) {
-			hw := hostQuantSB(c.dt, c.N, c.K, c.G, c.kind, uint64(c.N*c.K+int(c.kind)))
-			w, err := m.Upload(hw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, _, kind, ok := m.pairsOf(w); !ok || kind != c.kind {
-				t.Fatalf("pairs of kind %d (ok %v), want %d", kind, ok, c.kind)
-			}
-			x := randn(c.K, 7)
-			y := put(m, nan(c.N), 1, c.N)
-			m.ResetStats()
-			m.MatMul(y, put(m, x, 1, c.K), w)
-			want, scale := affineRef(hw, x)
-			worst = max(worst, checkNV(t, get(t, m, y), want, scale))
-			if s := m.Stats(); s.Dispatches != 1 {
-				t.Errorf("%d dispatches, want 1", s.Dispatches)
-			}
-		})
+		for _, noStage := range []bool{false, true} {
+			m.nvNoStage = noStage
+			t.Run(fmt.Sprintf("%v/staged=%v", c, !noStage && c.K <= 6144), func(t *testing.T) {
+				hw := hostQuantSB(c.dt, c.N, c.K, c.G, c.kind, uint64(c.N*c.K+int(c.kind)))
+				w, err := m.Upload(hw)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, _, kind, ok := m.pairsOf(w); !ok || kind != c.kind {
+					t.Fatalf("pairs of kind %d (ok %v), want %d", kind, ok, c.kind)
+				}
+				x := randn(c.K, 7)
+				y := put(m, nan(c.N), 1, c.N)
+				m.ResetStats()
+				m.MatMul(y, put(m, x, 1, c.K), w)
+				want, scale := affineRef(hw, x)
+				worst = max(worst, checkNV(t, get(t, m, y), want, scale))
+				if s := m.Stats(); s.Dispatches != 1 {
+					t.Errorf("%d dispatches, want 1", s.Dispatches)
+				}
+			})
+		}
 	}
+	m.nvNoStage = false
 	t.Logf("worst error %.3g·2⁻²⁴·Σ|x|(2^b|s|+|b|)", worst)
+	for _, name := range []string{"matvec_q4_f32_nv_bf16sb", "matvec_q4_f32_nv_bf16sb_xs", "matvec_q8_f32_nv_f32sb", "matvec_q8_f32_nv_f32sb_xs"} {
+		if m.pipes[name] == nil {
+			t.Errorf("%s never ran", name)
+		}
+	}
 }
 
 // TestMetalMatVecNVGeometry runs the kernel at every lane count a row can
@@ -172,6 +183,7 @@ func TestMetalMatVecNVGeometry(t *testing.T) {
 			for _, nsg := range []int{1, 3, 8} {
 				t.Run(fmt.Sprintf("w=%s/lanes=%d/nsg=%d", dt, 1<<shift, nsg), func(t *testing.T) {
 					m.nvGeom = func(DType, int, int) (int, int) { return shift, nsg }
+					m.nvNoStage = nsg == 3 // the staged kernels at 1 and 8 simdgroups
 					y := put(m, nan(37), 1, 37)
 					m.MatMul(y, put(m, x, 1, 1344), w)
 					checkNV(t, get(t, m, y), want, scale)

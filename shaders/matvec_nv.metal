@@ -26,6 +26,12 @@
 //     columns goes to simdgroup i mod nsg), so a small matrix still fills the
 //     GPU; their partial sums meet in threadgroup memory.
 //
+// The _xs kernels first stage x in threadgroup memory (threadgroup(1): K + K/8
+// floats, padded by mvnv_pad) and read it from there: a global float4 load of
+// x costs one L1 wavefront per distinct line, i.e. per lane of a row, where
+// the padded staged read is one (ncu on the H100: the L1, not DRAM, bounded
+// the unstaged kernel). The host stages where K is small enough.
+//
 // Grid: one threadgroup per (32/lanes)·MVNV_RT rows, matrix m's threadgroups
 // from tg_m on (tg_0 = 0; unused matrices: tg_m = 0xffffffff); nsg simdgroups
 // (the host's table, kernels/metal_nv.go, picks lanes and nsg).
@@ -68,9 +74,14 @@ inline float4 mvnv_m4(uint w, uint j0) {
 // mvnv_step runs one iteration of a lane: columns k0 + (u·lanes + c)·CPL for
 // u < U, of its MVNV_RT rows (codes at byte wrow[r] of w, pairs at sbrow[r] of
 // sb). GUARD: the iteration may pass K (the last one); pieces past K add 0.
-template <int BITS, typename P, bool GUARD>
-inline void mvnv_step(
-        device const uchar * w, device const P * sb, device const float * x,
+// mvnv_pad is column k's index in the staged x (_xs kernels): 4 floats of
+// padding after every 32, so the float4s that the lanes of a row read at the
+// same step (32·BITS/4 floats apart) fall in different banks.
+inline uint mvnv_pad(uint k) { return k + (k >> 5) * 4; }
+
+template <int BITS, typename P, bool GUARD, bool XS>
+__attribute__((always_inline)) inline void mvnv_step(
+        device const uchar * w, device const P * sb, device const float * x, threadgroup const float * xs,
         thread const ulong * wrow, thread const uint * sbrow,
         uint k0, uint K, uint gshift, uint lanes, uint c,
         thread float * acc) {
@@ -99,7 +110,11 @@ inline void mvnv_step(
         float4 s4 = float4(0.0f);
         #pragma unroll
         for (uint i = 0; i < CPL / 4; i++) {
-            xv[i] = ok ? xp[i] : float4(0.0f);
+            if (XS) {
+                xv[i] = ok ? *(threadgroup const float4 *)(xs + mvnv_pad(col[u] + 4 * i)) : float4(0.0f);
+            } else {
+                xv[i] = ok ? xp[i] : float4(0.0f);
+            }
             s4 += xv[i];
         }
         const float sx = (s4.x + s4.y) + (s4.z + s4.w);
@@ -118,7 +133,7 @@ inline void mvnv_step(
     }
 }
 
-template <int BITS, typename P>
+template <int BITS, typename P, bool XS>
 kernel void matvec_q_nv(
         constant matvec_nv_args & args [[buffer(0)]],
         device const float   * x      [[buffer(1)]],
@@ -135,6 +150,7 @@ kernel void matvec_q_nv(
         device       float   * y2     [[buffer(12)]],
         device       float   * y3     [[buffer(13)]],
         threadgroup  float   * part   [[threadgroup(0)]],
+        threadgroup  float   * xs     [[threadgroup(1)]],
         uint   tg   [[threadgroup_position_in_grid]],
         ushort sg   [[simdgroup_index_in_threadgroup]],
         ushort nsg  [[simdgroups_per_threadgroup]],
@@ -169,13 +185,31 @@ kernel void matvec_q_nv(
         sbrow[r] = n * ng;
         acc[r] = 0.0f;
     }
+    if (XS) { // x (K floats, K a multiple of 4) into xs, 8 float4 loads in flight a thread
+        const uint n4 = K / 4, ntg = nsg * 32, t = sg * 32 + lane;
+        device const float4 * x4 = (device const float4 *)x;
+        for (uint i0 = t; i0 < n4; i0 += 8 * ntg) {
+            float4 xv[8];
+            #pragma unroll
+            for (uint u = 0; u < 8; u++) {
+                xv[u] = i0 + u * ntg < n4 ? x4[i0 + u * ntg] : float4(0.0f);
+            }
+            #pragma unroll
+            for (uint u = 0; u < 8; u++) {
+                if (i0 + u * ntg < n4) {
+                    *(threadgroup float4 *)(xs + mvnv_pad(4 * (i0 + u * ntg))) = xv[u];
+                }
+            }
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
     const uint step = lanes * U * CPL; // columns per iteration
     uint k0 = sg * step;
     for (; k0 + step <= K; k0 += nsg * step) {
-        mvnv_step<BITS, P, false>(w, sb, x, wrow, sbrow, k0, K, args.group_shift, lanes, c, acc);
+        mvnv_step<BITS, P, false, XS>(w, sb, x, xs, wrow, sbrow, k0, K, args.group_shift, lanes, c, acc);
     }
     if (k0 < K) { // the partial last iteration, in at most one simdgroup
-        mvnv_step<BITS, P, true>(w, sb, x, wrow, sbrow, k0, K, args.group_shift, lanes, c, acc);
+        mvnv_step<BITS, P, true, XS>(w, sb, x, xs, wrow, sbrow, k0, K, args.group_shift, lanes, c, acc);
     }
     // Sum the lanes of each row: a butterfly over the low lane bits.
     #pragma unroll
@@ -215,12 +249,27 @@ kernel void matvec_q_nv(
     }
 }
 
-typedef decltype(matvec_q_nv<4, uint>) matvec_nv_bf16sb_t;
-typedef decltype(matvec_q_nv<4, half2>) matvec_nv_f16sb_t;
-typedef decltype(matvec_q_nv<4, float2>) matvec_nv_f32sb_t;
-template [[host_name("matvec_q4_f32_nv_bf16sb")]] kernel matvec_nv_bf16sb_t matvec_q_nv<4, uint>;
-template [[host_name("matvec_q4_f32_nv_f16sb")]]  kernel matvec_nv_f16sb_t  matvec_q_nv<4, half2>;
-template [[host_name("matvec_q4_f32_nv_f32sb")]]  kernel matvec_nv_f32sb_t  matvec_q_nv<4, float2>;
-template [[host_name("matvec_q8_f32_nv_bf16sb")]] kernel matvec_nv_bf16sb_t matvec_q_nv<8, uint>;
-template [[host_name("matvec_q8_f32_nv_f16sb")]]  kernel matvec_nv_f16sb_t  matvec_q_nv<8, half2>;
-template [[host_name("matvec_q8_f32_nv_f32sb")]]  kernel matvec_nv_f32sb_t  matvec_q_nv<8, float2>;
+typedef decltype(matvec_q_nv<4, uint, false>) matvec_nv_q4_bf16sb_t;
+template [[host_name("matvec_q4_f32_nv_bf16sb")]] kernel matvec_nv_q4_bf16sb_t matvec_q_nv<4, uint, false>;
+typedef decltype(matvec_q_nv<4, half2, false>) matvec_nv_q4_f16sb_t;
+template [[host_name("matvec_q4_f32_nv_f16sb")]] kernel matvec_nv_q4_f16sb_t matvec_q_nv<4, half2, false>;
+typedef decltype(matvec_q_nv<4, float2, false>) matvec_nv_q4_f32sb_t;
+template [[host_name("matvec_q4_f32_nv_f32sb")]] kernel matvec_nv_q4_f32sb_t matvec_q_nv<4, float2, false>;
+typedef decltype(matvec_q_nv<8, uint, false>) matvec_nv_q8_bf16sb_t;
+template [[host_name("matvec_q8_f32_nv_bf16sb")]] kernel matvec_nv_q8_bf16sb_t matvec_q_nv<8, uint, false>;
+typedef decltype(matvec_q_nv<8, half2, false>) matvec_nv_q8_f16sb_t;
+template [[host_name("matvec_q8_f32_nv_f16sb")]] kernel matvec_nv_q8_f16sb_t matvec_q_nv<8, half2, false>;
+typedef decltype(matvec_q_nv<8, float2, false>) matvec_nv_q8_f32sb_t;
+template [[host_name("matvec_q8_f32_nv_f32sb")]] kernel matvec_nv_q8_f32sb_t matvec_q_nv<8, float2, false>;
+typedef decltype(matvec_q_nv<4, uint, true>) matvec_nv_q4_bf16sb_xs_t;
+template [[host_name("matvec_q4_f32_nv_bf16sb_xs")]] kernel matvec_nv_q4_bf16sb_xs_t matvec_q_nv<4, uint, true>;
+typedef decltype(matvec_q_nv<4, half2, true>) matvec_nv_q4_f16sb_xs_t;
+template [[host_name("matvec_q4_f32_nv_f16sb_xs")]] kernel matvec_nv_q4_f16sb_xs_t matvec_q_nv<4, half2, true>;
+typedef decltype(matvec_q_nv<4, float2, true>) matvec_nv_q4_f32sb_xs_t;
+template [[host_name("matvec_q4_f32_nv_f32sb_xs")]] kernel matvec_nv_q4_f32sb_xs_t matvec_q_nv<4, float2, true>;
+typedef decltype(matvec_q_nv<8, uint, true>) matvec_nv_q8_bf16sb_xs_t;
+template [[host_name("matvec_q8_f32_nv_bf16sb_xs")]] kernel matvec_nv_q8_bf16sb_xs_t matvec_q_nv<8, uint, true>;
+typedef decltype(matvec_q_nv<8, half2, true>) matvec_nv_q8_f16sb_xs_t;
+template [[host_name("matvec_q8_f32_nv_f16sb_xs")]] kernel matvec_nv_q8_f16sb_xs_t matvec_q_nv<8, half2, true>;
+typedef decltype(matvec_q_nv<8, float2, true>) matvec_nv_q8_f32sb_xs_t;
+template [[host_name("matvec_q8_f32_nv_f32sb_xs")]] kernel matvec_nv_q8_f32sb_xs_t matvec_q_nv<8, float2, true>;
