@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/ingot-llm/ingot/server/constrain"
 	"github.com/ingot-llm/ingot/tokenize"
 )
 
@@ -22,6 +23,7 @@ type messagesRequest struct {
 	TopK          *int            `json:"top_k"`
 	Stream        bool            `json:"stream"`
 	Tools         json.RawMessage `json:"tools"`
+	ToolChoice    json.RawMessage `json:"tool_choice"`
 }
 
 type anthropicMessage struct {
@@ -55,9 +57,6 @@ func (req *messagesRequest) parse() ([]tokenize.Message, params, error) {
 	if req.MaxTokens == nil {
 		return nil, p, badRequest("max_tokens", "is required")
 	}
-	if !isNull(req.Tools) && string(req.Tools) != "[]" {
-		return nil, p, badRequest("tools", "tool use is not supported yet")
-	}
 	var msgs []tokenize.Message
 	if !isNull(req.System) {
 		sys, err := blocksText("system", req.System)
@@ -80,11 +79,11 @@ func (req *messagesRequest) parse() ([]tokenize.Message, params, error) {
 		if m.Role != "user" && m.Role != "assistant" {
 			return nil, p, badRequest(fmt.Sprintf("messages.%d.role", i), "must be user or assistant, got %q", m.Role)
 		}
-		text, err := blocksText(fmt.Sprintf("messages.%d.content", i), m.Content)
+		turn, err := anthropicTurn(i, m)
 		if err != nil {
 			return nil, p, err
 		}
-		msgs = append(msgs, tokenize.Message{Role: m.Role, Content: text})
+		msgs = append(msgs, turn...)
 	}
 	f := sampling{Temperature: req.Temperature, TopP: req.TopP, TopK: req.TopK}
 	p, err := f.parse()
@@ -108,9 +107,28 @@ type anthropicResponse struct {
 	Usage        anthropicUsage   `json:"usage"`
 }
 
+// anthropicBlock is a content block of a response: text, or tool_use.
 type anthropicBlock struct {
-	Type string `json:"type"` // "text"
-	Text string `json:"text"`
+	Type  string          `json:"type"` // "text" or "tool_use"
+	Text  string          `json:"text"`
+	ID    string          `json:"id,omitempty"`
+	Name  string          `json:"name,omitempty"`
+	Input json.RawMessage `json:"input,omitempty"`
+}
+
+func (b anthropicBlock) MarshalJSON() ([]byte, error) {
+	if b.Type == "text" {
+		return json.Marshal(struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}{b.Type, b.Text})
+	}
+	return json.Marshal(struct {
+		Type  string          `json:"type"`
+		ID    string          `json:"id"`
+		Name  string          `json:"name"`
+		Input json.RawMessage `json:"input"`
+	}{b.Type, b.ID, b.Name, b.Input})
 }
 
 type anthropicUsage struct {
@@ -120,8 +138,10 @@ type anthropicUsage struct {
 
 // stopReason maps how a choice ended to Anthropic's stop_reason and
 // stop_sequence.
-func stopReason(co *choiceOut) (*string, *string) {
+func stopReason(co *choiceOut, toolUse bool) (*string, *string) {
 	switch {
+	case toolUse:
+		return ptr("tool_use"), nil
 	case co.stopSeq != "":
 		return ptr("stop_sequence"), &co.stopSeq
 	case co.finish == "stop":
@@ -133,10 +153,12 @@ func stopReason(co *choiceOut) (*string, *string) {
 // messagesJob is a validated Anthropic messages request, admitted to the
 // context window.
 type messagesJob struct {
-	ids    []int32
-	p      params
-	gen    int
-	stream bool
+	ids     []int32
+	p       params
+	gen     int
+	stream  bool
+	tools   *tools             // nil: none
+	grammar *constrain.Grammar // a forced tool call's
 }
 
 // parseMessagesRequest reads and validates a messages request: a 400 names
@@ -150,11 +172,22 @@ func parseMessagesRequest(r *http.Request, l *loaded) (*messagesJob, error) {
 	if err != nil {
 		return nil, err
 	}
-	text, err := l.tmpl.Render(msgs, tokenize.ChatOptions{AddGenerationPrompt: true})
+	j := &messagesJob{p: p, stream: req.Stream}
+	if j.tools, err = parseAnthropicTools(req.Tools, req.ToolChoice); err != nil {
+		return nil, err
+	}
+	co := tokenize.ChatOptions{AddGenerationPrompt: true}
+	if j.tools.active() {
+		co.Tools = j.tools.defs
+		if j.grammar, err = j.tools.forcedGrammar(l.toolFormat); err != nil {
+			return nil, err
+		}
+	}
+	text, err := l.tmpl.Render(msgs, co)
 	if err != nil {
 		return nil, badRequest("messages", "%v", err)
 	}
-	j := &messagesJob{ids: l.tok.Encode(text, false), p: p, stream: req.Stream}
+	j.ids = l.tok.Encode(text, false)
 	if j.gen, err = admit(len(j.ids), l.ctxSize, req.MaxTokens, "max_tokens", "messages", false); err != nil {
 		return nil, err
 	}
@@ -177,7 +210,10 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) error {
 	defer sl.release()
 	o := p.opts
 	o.MaxTokens = gen
-	seq := &sequence{prompt: ids, opts: o}
+	seq := &sequence{prompt: ids, opts: o, grammar: j.grammar}
+	if j.grammar != nil {
+		seq.vocab = rq.l.vocab()
+	}
 	msg := anthropicResponse{ID: "msg_" + rq.id, Type: "message", Role: "assistant", Model: s.cfg.ModelName,
 		Content: []anthropicBlock{}, Usage: anthropicUsage{InputTokens: len(ids)}}
 	if !j.stream {
@@ -185,8 +221,15 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		msg.Content = append(msg.Content, anthropicBlock{Type: "text", Text: co.text})
-		msg.StopReason, msg.StopSequence = stopReason(&co)
+		content, calls := co.text, []toolFunction(nil)
+		if j.tools.active() {
+			content, calls = parseToolCalls(co.text, j.tools.names)
+		}
+		if content != "" || len(calls) == 0 {
+			msg.Content = append(msg.Content, anthropicBlock{Type: "text", Text: content})
+		}
+		msg.Content = append(msg.Content, toolUseBlocks(calls)...)
+		msg.StopReason, msg.StopSequence = stopReason(&co, len(calls) > 0)
 		msg.Usage.OutputTokens = co.tokens
 		writeJSON(w, http.StatusOK, msg)
 		return nil
@@ -205,27 +248,58 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		}
 	}
+	var ts *toolStream
+	if j.tools.active() {
+		ts = &toolStream{}
+	}
+	textDelta := func(text string) error {
+		return e.send("content_block_delta", obj{"type": "content_block_delta", "index": 0,
+			"delta": obj{"type": "text_delta", "text": text}})
+	}
 	co, err := s.runChoice(ctx, rq, sl, seq, p.stops, func(text string, _ *step) error {
+		if ts != nil {
+			text = ts.add(text)
+		}
 		if text == "" {
 			return nil
 		}
-		return e.send("content_block_delta", obj{"type": "content_block_delta", "index": 0,
-			"delta": obj{"type": "text_delta", "text": text}})
+		return textDelta(text)
 	})
 	if err != nil {
 		s.streamError(e, apiAnthropic, rq, ctx, err)
 		return nil
 	}
-	reason, seqStr := stopReason(&co)
-	for _, ev := range []struct {
+	var calls []toolFunction
+	if ts != nil {
+		var rest string
+		if rest, calls = ts.finish(j.tools.names); rest != "" {
+			if textDelta(rest) != nil {
+				return nil
+			}
+		}
+	}
+	type event struct {
 		name string
 		v    any
-	}{
-		{"content_block_stop", obj{"type": "content_block_stop", "index": 0}},
+	}
+	evs := []event{{"content_block_stop", obj{"type": "content_block_stop", "index": 0}}}
+	// Each tool_use block's input whole in one input_json_delta: it is not
+	// streamed piece by piece.
+	for k, b := range toolUseBlocks(calls) {
+		input := string(b.Input)
+		b.Input = json.RawMessage("{}")
+		evs = append(evs,
+			event{"content_block_start", obj{"type": "content_block_start", "index": k + 1, "content_block": b}},
+			event{"content_block_delta", obj{"type": "content_block_delta", "index": k + 1,
+				"delta": obj{"type": "input_json_delta", "partial_json": input}}},
+			event{"content_block_stop", obj{"type": "content_block_stop", "index": k + 1}})
+	}
+	reason, seqStr := stopReason(&co, len(calls) > 0)
+	for _, ev := range append(evs, []event{
 		{"message_delta", obj{"type": "message_delta", "delta": obj{"stop_reason": reason, "stop_sequence": seqStr},
 			"usage": anthropicUsage{InputTokens: len(ids), OutputTokens: co.tokens}}},
 		{"message_stop", obj{"type": "message_stop"}},
-	} {
+	}...) {
 		if err := e.send(ev.name, ev.v); err != nil {
 			return nil
 		}

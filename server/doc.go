@@ -10,9 +10,12 @@
 //
 // response_format json_object and json_schema are honoured by constrained
 // decoding (package server/constrain): each step samples only from the
-// tokens that keep the output a prefix of a valid document.
+// tokens that keep the output a prefix of a valid document. With tools, the
+// chat template renders them and replies are parsed for calls in the Llama
+// 3.x, Hermes (Qwen), Mistral and Phi-4 formats; a required or named
+// tool_choice forces a call by constrained decoding.
 //
 // It is not a continuous-batching scheduler (one forward for every active
-// sequence) and has no prefix cache or tool calls: see docs/server.md for
-// what is supported and what is rejected with 400.
+// sequence) and has no prefix cache: see docs/server.md for what is
+// supported and what is rejected with 400.
 package server

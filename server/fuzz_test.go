@@ -19,6 +19,9 @@ func FuzzDecodeRequests(f *testing.F) {
 		`{"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}],"logprobs":true,"top_logprobs":3}`,
 		`{"prompt":[[1,2],[3]],"echo":true,"logprobs":2,"max_tokens":0}`,
 		`{"prompt":"x","temperature":1e309}`,
+		`{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"n","schema":{"type":"object","properties":{"a":{"enum":[1,"b"]}},"required":["a"]}}}}`,
+		`{"messages":[{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","content":"r"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":"required"}`,
+		`{"max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"x"}]}],"tools":[{"name":"f","input_schema":{}}],"tool_choice":{"type":"any"}}`,
 	} {
 		for ep := range uint8(3) {
 			f.Add(ep, []byte(b))

@@ -32,14 +32,18 @@ type chatRequest struct {
 	Logprobs            *bool           `json:"logprobs"`
 	TopLogprobs         *int            `json:"top_logprobs"`
 	Tools               json.RawMessage `json:"tools"`
+	ToolChoice          json.RawMessage `json:"tool_choice"`
 	ResponseFormat      json.RawMessage `json:"response_format"`
 	sampling
 }
 
 // chatMessage is a message as OpenAI sends it.
 type chatMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	ToolCalls  json.RawMessage `json:"tool_calls"`   // assistant
+	ToolCallID *string         `json:"tool_call_id"` // tool
+	Name       *string         `json:"name"`
 }
 
 // contentPart is one part of a message's content list.
@@ -75,8 +79,56 @@ func parseMessages(raw json.RawMessage) ([]tokenize.Message, error) {
 			return nil, err
 		}
 		out[i] = tokenize.Message{Role: m.Role, Content: text}
+		if !isNull(m.ToolCalls) {
+			calls, err := historyCalls(fmt.Sprintf("messages[%d].tool_calls", i), m.ToolCalls)
+			if err != nil {
+				return nil, err
+			}
+			out[i].Fields = map[string]any{"tool_calls": calls}
+		}
+		for _, f := range []struct {
+			name string
+			v    *string
+		}{{"tool_call_id", m.ToolCallID}, {"name", m.Name}} {
+			if f.v != nil {
+				if out[i].Fields == nil {
+					out[i].Fields = map[string]any{}
+				}
+				out[i].Fields[f.name] = *f.v
+			}
+		}
 	}
 	return out, nil
+}
+
+// historyCalls turns an assistant message's tool_calls into what chat
+// templates expect: OpenAI's list with each call's arguments as a JSON
+// object (as transformers passes them) where the string parses as one.
+func historyCalls(field string, raw json.RawMessage) (json.RawMessage, error) {
+	var calls []toolCall
+	if json.Unmarshal(raw, &calls) != nil {
+		return nil, badRequest(field, "must be a list of tool calls")
+	}
+	var b strings.Builder
+	b.WriteByte('[')
+	for j, c := range calls {
+		if c.Function.Name == "" {
+			return nil, badRequest(fmt.Sprintf("%s[%d].function.name", field, j), "is required")
+		}
+		if j > 0 {
+			b.WriteByte(',')
+		}
+		id, _ := json.Marshal(c.ID)
+		name, _ := json.Marshal(c.Function.Name)
+		args := []byte(c.Function.Arguments)
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(args, &obj) != nil {
+			args, _ = json.Marshal(c.Function.Arguments)
+		}
+		fmt.Fprintf(&b, `{"id":%s,"type":"function","function":{"name":%s,"arguments":%s}}`, id, name, args)
+	}
+	b.WriteByte(']')
+	return json.RawMessage(b.String()), nil
 }
 
 // contentText reads content given as a string or a list of text parts.
@@ -100,14 +152,6 @@ func contentText(field string, raw json.RawMessage) (string, error) {
 		b.WriteString(p.Text)
 	}
 	return b.String(), nil
-}
-
-// rejectUnsupported answers 400 for the fields this server cannot honour.
-func rejectUnsupported(tools json.RawMessage) error {
-	if !isNull(tools) && string(tools) != "[]" {
-		return badRequest("tools", "tool calls are not supported yet")
-	}
-	return nil
 }
 
 type usage struct {
@@ -137,9 +181,22 @@ type chatChoice struct {
 }
 
 type chatOut struct {
-	Role    string  `json:"role"`
-	Content string  `json:"content"`
-	Refusal *string `json:"refusal"`
+	Role      string     `json:"role"`
+	Content   string     `json:"content"` // null in JSON when "" and there are tool calls
+	Refusal   *string    `json:"refusal"`
+	ToolCalls []toolCall `json:"tool_calls,omitempty"`
+}
+
+func (c chatOut) MarshalJSON() ([]byte, error) {
+	type plain chatOut
+	var content *string
+	if c.Content != "" || len(c.ToolCalls) == 0 {
+		content = &c.Content
+	}
+	return json.Marshal(struct {
+		plain
+		Content *string `json:"content"`
+	}{plain(c), content})
 }
 
 type chatLogprobs struct {
@@ -177,8 +234,9 @@ type chunkChoice struct {
 }
 
 type delta struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role      string     `json:"role,omitempty"`
+	Content   *string    `json:"content,omitempty"`
+	ToolCalls []toolCall `json:"tool_calls,omitempty"`
 }
 
 // jsonLogprob keeps a logprob JSON can carry.
@@ -217,7 +275,8 @@ type chatJob struct {
 	topK         int
 	stream       bool
 	includeUsage bool
-	grammar      *constrain.Grammar // response_format's; nil: free text
+	grammar      *constrain.Grammar // response_format's or a forced tool call's; nil: free text
+	tools        *tools             // nil: none
 }
 
 // parseChat reads and validates a chat request: a 400 names the first bad
@@ -235,11 +294,25 @@ func parseChat(r *http.Request, l *loaded) (*chatJob, error) {
 	if j.p, err = req.sampling.parse(); err != nil {
 		return nil, err
 	}
-	if err := rejectUnsupported(req.Tools); err != nil {
-		return nil, err
-	}
 	if j.grammar, err = parseResponseFormat(req.ResponseFormat); err != nil {
 		return nil, err
+	}
+	if j.tools, err = parseTools(req.Tools, req.ToolChoice); err != nil {
+		return nil, err
+	}
+	co := tokenize.ChatOptions{AddGenerationPrompt: true}
+	if j.tools.active() {
+		co.Tools = j.tools.defs
+		forced, err := j.tools.forcedGrammar(l.toolFormat)
+		if err != nil {
+			return nil, err
+		}
+		if forced != nil && j.grammar != nil {
+			return nil, badRequest("response_format", "cannot be combined with tool_choice %s", j.tools.choice)
+		}
+		if forced != nil {
+			j.grammar = forced
+		}
 	}
 	j.logprobs = req.Logprobs != nil && *req.Logprobs
 	if req.TopLogprobs != nil {
@@ -251,7 +324,7 @@ func parseChat(r *http.Request, l *loaded) (*chatJob, error) {
 		}
 		j.topK = *req.TopLogprobs
 	}
-	text, err := l.tmpl.Render(msgs, tokenize.ChatOptions{AddGenerationPrompt: true})
+	text, err := l.tmpl.Render(msgs, co)
 	if err != nil {
 		var te *tokenize.TemplateError
 		if errors.As(err, &te) {
@@ -311,6 +384,12 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 			}
 			completion += co.tokens
 			c := chatChoice{Index: i, Message: chatOut{Role: "assistant", Content: co.text}, FinishReason: co.finish}
+			if j.tools.active() {
+				content, calls := parseToolCalls(co.text, j.tools.names)
+				if len(calls) > 0 {
+					c.Message.Content, c.Message.ToolCalls, c.FinishReason = content, openAICalls(calls, false), "tool_calls"
+				}
+			}
 			if logprobs {
 				c.Logprobs = &chatLogprobs{Content: []tokenLogprob{}}
 				for j := range co.steps {
@@ -338,10 +417,17 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 		if err := chunk(chunkChoice{Index: i, Delta: delta{Role: "assistant", Content: &empty}}); err != nil {
 			return err
 		}
+		var ts *toolStream
+		if j.tools.active() {
+			ts = &toolStream{}
+		}
 		co, err := s.runChoice(ctx, rq, sl, seqFor(i), p.stops, func(text string, st *step) error {
 			c := chunkChoice{Index: i}
 			if st != nil && logprobsOf != nil {
 				c.Logprobs = logprobsOf(st)
+			}
+			if ts != nil {
+				text = ts.add(text)
 			}
 			if text == "" && c.Logprobs == nil {
 				return nil
@@ -354,7 +440,26 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		}
 		completion += co.tokens
-		if err := chunk(chunkChoice{Index: i, FinishReason: &co.finish}); err != nil {
+		finish := co.finish
+		if ts != nil {
+			rest, calls := ts.finish(j.tools.names)
+			if rest != "" {
+				if err := chunk(chunkChoice{Index: i, Delta: delta{Content: &rest}}); err != nil {
+					return nil
+				}
+			}
+			// Each call whole in one delta: arguments are not streamed
+			// piece by piece.
+			for _, c := range openAICalls(calls, true) {
+				if err := chunk(chunkChoice{Index: i, Delta: delta{ToolCalls: []toolCall{c}}}); err != nil {
+					return nil
+				}
+			}
+			if len(calls) > 0 {
+				finish = "tool_calls"
+			}
+		}
+		if err := chunk(chunkChoice{Index: i, FinishReason: &finish}); err != nil {
 			return nil
 		}
 	}
@@ -363,4 +468,17 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	}
 	e.raw("data: [DONE]\n\n")
 	return nil
+}
+
+// openAICalls gives parsed calls ids, and with indexed their index (for
+// stream deltas).
+func openAICalls(calls []toolFunction, indexed bool) []toolCall {
+	out := make([]toolCall, len(calls))
+	for k, c := range calls {
+		out[k] = toolCall{ID: callID("call_"), Type: "function", Function: c}
+		if indexed {
+			out[k].Index = &k
+		}
+	}
+	return out
 }

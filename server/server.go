@@ -122,6 +122,9 @@ type loaded struct {
 	created int64 // unix seconds the model was ready
 	ctxSize int   // each session's context window in tokens
 	vocabs  vocab // for constrained decoding
+	// toolFormat is how the model writes tool calls, chosen by its
+	// vocabulary: the format a forced call is constrained to.
+	toolFormat toolFormat
 }
 
 // vocab returns the model's vocabulary for constrained decoding.
@@ -141,8 +144,11 @@ func New(cfg Config) (*Server, error) {
 }
 
 // plainTemplate renders a conversation for a model without a chat template,
-// as "# role:" headed turns (a comment in the demo model's Python).
-const plainTemplate = "{{ bos_token }}{% for m in messages %}# {{ m.role }}:\n{{ m.content }}\n{% endfor %}{% if add_generation_prompt %}# assistant:\n{% endif %}"
+// as "# role:" headed turns (a comment in the demo model's Python), the
+// tools first and an assistant's tool calls as JSON.
+const plainTemplate = "{{ bos_token }}{% if tools %}# tools:\n{{ tools | tojson }}\n{% endif %}" +
+	"{% for m in messages %}# {{ m.role }}:\n{{ m.content }}\n{% if m.tool_calls %}{{ m.tool_calls | tojson }}\n{% endif %}{% endfor %}" +
+	"{% if add_generation_prompt %}# assistant:\n{% endif %}"
 
 // Load loads the model (unless Config.Model is set), opens the sessions and
 // marks the server ready: /health turns 200.
@@ -179,6 +185,7 @@ func (s *Server) Load(ctx context.Context) error {
 	} else if err != nil {
 		return fail(err)
 	}
+	l.toolFormat = modelToolFormat(l.tok)
 	p, err := newPool(l.model, s.cfg.Parallel, s.cfg.MaxQueue, s.cfg.Session)
 	if err != nil {
 		return fail(err)

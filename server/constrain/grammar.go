@@ -1,5 +1,7 @@
 package constrain
 
+import "slices"
+
 // byteSet is a set of bytes, one bit each.
 type byteSet [4]uint64
 
@@ -227,4 +229,14 @@ func (b *builder) arrayRule(item int32, min, max int) int32 {
 		alts = append(alts, seq(lit("["), one(ref(item)), one(ref(tail)), lit("]")))
 	}
 	return b.rule(alts...)
+}
+
+// Wrap returns the grammar of g's documents between the literal bytes
+// prefix and suffix (a tool call's markers, say); g is unchanged.
+func (g *Grammar) Wrap(prefix, suffix string) *Grammar {
+	w := &Grammar{rules: slices.Clone(g.rules), alts: slices.Clone(g.alts), size: g.size}
+	w.alts = append(w.alts, seq(lit(prefix), one(ref(g.root)), lit(suffix)))
+	w.rules = append(w.rules, []int32{int32(len(w.alts) - 1)})
+	w.root = int32(len(w.rules) - 1)
+	return w
 }

@@ -110,3 +110,17 @@ func TestPrefixes(t *testing.T) {
 		}
 	}
 }
+
+func TestWrap(t *testing.T) {
+	g := mustCompile(t, `{"type":"integer"}`)
+	w := g.Wrap("<a>", "</a>")
+	for _, tc := range []struct {
+		g   *Grammar
+		doc string
+		ok  bool
+	}{{w, "<a>12</a>", true}, {w, "12", false}, {w, "<a>12", false}, {g, "12", true}, {g, "<a>12</a>", false}} {
+		if got := match(tc.g, tc.doc); got != tc.ok {
+			t.Errorf("match(%q) = %v, want %v", tc.doc, got, tc.ok)
+		}
+	}
+}
