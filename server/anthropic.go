@@ -236,23 +236,32 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) error {
 	}
 	e := newSSE(w)
 	type obj = map[string]any
-	for _, ev := range []struct {
-		name string
-		v    any
-	}{
-		{"message_start", obj{"type": "message_start", "message": msg}},
-		{"content_block_start", obj{"type": "content_block_start", "index": 0, "content_block": anthropicBlock{Type: "text"}}},
-		{"ping", obj{"type": "ping"}},
-	} {
-		if err := e.send(ev.name, ev.v); err != nil {
-			return nil
-		}
-	}
 	var ts *toolStream
 	if j.tools.active() {
 		ts = &toolStream{}
 	}
+	// The text block is index 0. With tools it starts at the first text, so
+	// that a reply of calls only has none, as Anthropic's.
+	textOpen := false
+	openText := func() error {
+		textOpen = true
+		return e.send("content_block_start", obj{"type": "content_block_start", "index": 0, "content_block": anthropicBlock{Type: "text"}})
+	}
+	if e.send("message_start", obj{"type": "message_start", "message": msg}) != nil {
+		return nil
+	}
+	if ts == nil && openText() != nil {
+		return nil
+	}
+	if e.send("ping", obj{"type": "ping"}) != nil {
+		return nil
+	}
 	textDelta := func(text string) error {
+		if !textOpen {
+			if err := openText(); err != nil {
+				return err
+			}
+		}
 		return e.send("content_block_delta", obj{"type": "content_block_delta", "index": 0,
 			"delta": obj{"type": "text_delta", "text": text}})
 	}
@@ -282,17 +291,25 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) error {
 		name string
 		v    any
 	}
-	evs := []event{{"content_block_stop", obj{"type": "content_block_stop", "index": 0}}}
+	if !textOpen && len(calls) == 0 && openText() != nil {
+		return nil
+	}
+	var evs []event
+	first := 0
+	if textOpen {
+		evs, first = append(evs, event{"content_block_stop", obj{"type": "content_block_stop", "index": 0}}), 1
+	}
 	// Each tool_use block's input whole in one input_json_delta: it is not
 	// streamed piece by piece.
 	for k, b := range toolUseBlocks(calls) {
+		index := first + k
 		input := string(b.Input)
 		b.Input = json.RawMessage("{}")
 		evs = append(evs,
-			event{"content_block_start", obj{"type": "content_block_start", "index": k + 1, "content_block": b}},
-			event{"content_block_delta", obj{"type": "content_block_delta", "index": k + 1,
+			event{"content_block_start", obj{"type": "content_block_start", "index": index, "content_block": b}},
+			event{"content_block_delta", obj{"type": "content_block_delta", "index": index,
 				"delta": obj{"type": "input_json_delta", "partial_json": input}}},
-			event{"content_block_stop", obj{"type": "content_block_stop", "index": k + 1}})
+			event{"content_block_stop", obj{"type": "content_block_stop", "index": index}})
 	}
 	reason, seqStr := stopReason(&co, len(calls) > 0)
 	for _, ev := range append(evs, []event{

@@ -1,13 +1,16 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/ingot-llm/ingot/model"
 	"github.com/ingot-llm/ingot/tokenize"
 )
 
@@ -255,7 +258,8 @@ func TestChatToolsAutoText(t *testing.T) {
 
 // TestMessagesToolUse: Anthropic tools with tool_choice tool give a
 // tool_use block (stop_reason tool_use), streamed as a tool_use
-// content_block_start, one input_json_delta and content_block_stop.
+// content_block_start at index 0 (no text block), one input_json_delta and
+// content_block_stop.
 func TestMessagesToolUse(t *testing.T) {
 	_, ts := testServer(t, Config{})
 	body := `{"max_tokens":120,"temperature":0.7,"messages":[{"role":"user","content":"weather in Paris?"}],
@@ -293,12 +297,12 @@ func TestMessagesToolUse(t *testing.T) {
 		}
 		json.Unmarshal([]byte(ev.data), &d)
 		switch {
-		case ev.name == "content_block_start" && d.Index == 1:
+		case ev.name == "content_block_start":
 			if d.ContentBlock == nil || d.ContentBlock.Type != "tool_use" || d.ContentBlock.Name != "get_weather" {
 				t.Errorf("tool_use start %s", ev.data)
 			}
-		case ev.name == "content_block_delta" && d.Index == 1:
-			if d.Delta.Type != "input_json_delta" {
+		case ev.name == "content_block_delta":
+			if d.Delta.Type != "input_json_delta" || d.Index != 0 {
 				t.Errorf("delta %s", ev.data)
 			}
 			input += d.Delta.PartialJSON
@@ -306,8 +310,7 @@ func TestMessagesToolUse(t *testing.T) {
 			t.Errorf("message_delta %s", ev.data)
 		}
 	}
-	want := []string{"message_start", "content_block_start", "ping", "content_block_stop",
-		"content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop"}
+	want := []string{"message_start", "ping", "content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop"}
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("events %v, want %v", names, want)
 	}
@@ -339,5 +342,110 @@ func TestMessagesToolHistory(t *testing.T) {
 		if !strings.Contains(prompt, want) {
 			t.Errorf("the prompt has no %q:\n%s", want, prompt)
 		}
+	}
+}
+
+// scriptSched is a scheduler whose one slot "generates" the tokens of a
+// fixed reply and then EOS, whatever the prompt: replies a test chooses.
+type scriptSched struct {
+	ids []int32
+	eos int32
+}
+
+func (f *scriptSched) acquire(context.Context) (slot, error) { return f, nil }
+func (f *scriptSched) stats() schedStats                     { return schedStats{} }
+func (f *scriptSched) close() error                          { return nil }
+func (f *scriptSched) contextSize() int                      { return 256 }
+func (f *scriptSched) release()                              {}
+
+func (f *scriptSched) run(ctx context.Context, seq *sequence, emit func(step) bool) (seqResult, error) {
+	for _, id := range f.ids {
+		if !emit(step{id: id}) {
+			return seqResult{stop: model.StopCaller}, nil
+		}
+	}
+	emit(step{id: f.eos})
+	return seqResult{stop: model.StopEOS}, nil
+}
+
+// TestToolCallShapes: a reply of text and two Hermes calls, as OpenAI's
+// message and stream deltas and as Anthropic's blocks and events.
+func TestToolCallShapes(t *testing.T) {
+	s, ts := testServer(t, Config{})
+	l := s.ready.Load()
+	reply := "Let me check.\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 2}}\n</tool_call>\n" +
+		"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\", \"days\": 1}}\n</tool_call>"
+	pool := l.sched
+	defer func() { l.sched = pool }()
+	l.sched = &scriptSched{ids: l.tok.Encode(reply, false), eos: l.model.Raw().EOS[0]}
+	wantArgs := []string{`{"city":"Paris","days":2}`, `{"city":"Rome","days":1}`}
+
+	body := `{"messages":[{"role":"user","content":"weather?"}],"max_tokens":100,"tools":[` + weatherTool + `]}`
+	_, b := post(t, t.Context(), ts.URL+"/v1/chat/completions", body)
+	ch := decode[toolReply](t, b).Choices[0]
+	if ch.Message.Content == nil || *ch.Message.Content != "Let me check." || ch.FinishReason != "tool_calls" || len(ch.Message.ToolCalls) != 2 ||
+		ch.Message.ToolCalls[0].Function.Arguments != wantArgs[0] || ch.Message.ToolCalls[1].Function.Arguments != wantArgs[1] ||
+		ch.Message.ToolCalls[0].ID == ch.Message.ToolCalls[1].ID {
+		t.Errorf("chat: %s", b)
+	}
+
+	_, sb := post(t, t.Context(), ts.URL+"/v1/chat/completions", strings.Replace(body, `"max_tokens"`, `"stream":true,"max_tokens"`, 1))
+	var text string
+	var calls []toolCall
+	for _, ev := range readSSE(t, sb) {
+		if ev.data == "[DONE]" {
+			continue
+		}
+		for _, c := range decode[chatChunk](t, []byte(ev.data)).Choices {
+			if c.Delta.Content != nil {
+				text += *c.Delta.Content
+			}
+			calls = append(calls, c.Delta.ToolCalls...)
+		}
+	}
+	if text != "Let me check." || len(calls) != 2 {
+		t.Fatalf("stream: content %q, calls %+v", text, calls)
+	}
+	for i, c := range calls {
+		if c.Index == nil || *c.Index != i || c.Function.Arguments != wantArgs[i] || !strings.HasPrefix(c.ID, "call_") {
+			t.Errorf("stream call %d: %+v", i, c)
+		}
+	}
+
+	abody := `{"max_tokens":100,"messages":[{"role":"user","content":"weather?"}],"tools":[{"name":"get_weather","input_schema":{"type":"object"}}]}`
+	_, b = post(t, t.Context(), ts.URL+"/v1/messages", abody)
+	msg := decode[anthropicResponse](t, b)
+	if len(msg.Content) != 3 || msg.Content[0].Text != "Let me check." || msg.Content[1].Type != "tool_use" || string(msg.Content[2].Input) != wantArgs[1] ||
+		*msg.StopReason != "tool_use" {
+		t.Errorf("messages: %s", b)
+	}
+	_, sb = post(t, t.Context(), ts.URL+"/v1/messages", strings.Replace(abody, `"max_tokens"`, `"stream":true,"max_tokens"`, 1))
+	var got []string
+	for _, ev := range readSSE(t, sb) {
+		var d struct {
+			Index        *int
+			ContentBlock *struct{ Type string } `json:"content_block"`
+			Delta        struct{ Type string }
+		}
+		json.Unmarshal([]byte(ev.data), &d)
+		e := ev.name
+		if d.Index != nil {
+			e += fmt.Sprint(" ", *d.Index)
+		}
+		if d.ContentBlock != nil {
+			e += " " + d.ContentBlock.Type
+		}
+		if ev.name == "content_block_delta" {
+			e += " " + d.Delta.Type
+		}
+		if len(got) == 0 || got[len(got)-1] != e {
+			got = append(got, e)
+		}
+	}
+	want := []string{"message_start", "ping", "content_block_start 0 text", "content_block_delta 0 text_delta", "content_block_stop 0",
+		"content_block_start 1 tool_use", "content_block_delta 1 input_json_delta", "content_block_stop 1",
+		"content_block_start 2 tool_use", "content_block_delta 2 input_json_delta", "content_block_stop 2", "message_delta", "message_stop"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("events\n%v\nwant\n%v", got, want)
 	}
 }

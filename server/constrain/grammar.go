@@ -240,3 +240,29 @@ func (g *Grammar) Wrap(prefix, suffix string) *Grammar {
 	w.root = int32(len(w.rules) - 1)
 	return w
 }
+
+// literals is a rule of the sorted, distinct byte strings lits, as a trie:
+// one alternative per distinct first byte, so a matcher keeps one stack
+// however many strings share a prefix (an enum of thousands of values).
+func (b *builder) literals(lits []string) int32 {
+	var alts [][]elem
+	for i := 0; i < len(lits); {
+		if lits[i] == "" {
+			alts = append(alts, nil)
+			i++
+			continue
+		}
+		c, j := lits[i][0], i
+		var rest []string
+		for ; j < len(lits) && lits[j] != "" && lits[j][0] == c; j++ {
+			rest = append(rest, lits[j][1:])
+		}
+		if len(rest) == 1 {
+			alts = append(alts, lit(lits[i]))
+		} else {
+			alts = append(alts, seq(lit(string(c)), one(ref(b.literals(rest)))))
+		}
+		i = j
+	}
+	return b.rule(alts...)
+}

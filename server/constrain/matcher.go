@@ -216,12 +216,6 @@ func (m *Matcher) Complete() bool {
 	return false
 }
 
-// Final reports whether the output is a whole document that nothing may
-// extend: only EOS may come.
-func (m *Matcher) Final() bool {
-	return len(m.state) == 1 && m.state[0] == accepted
-}
-
 // Mask sets in mask (a bitset of at least the vocabulary's size, bit id%64
 // of word id/64) the tokens that may come next, EOS ids included when the
 // document is complete, and clears the others.

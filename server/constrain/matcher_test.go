@@ -1,6 +1,8 @@
 package constrain
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -122,5 +124,75 @@ func TestWrap(t *testing.T) {
 		if got := match(tc.g, tc.doc); got != tc.ok {
 			t.Errorf("match(%q) = %v, want %v", tc.doc, got, tc.ok)
 		}
+	}
+}
+
+func TestCompileSchemaErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, schema, path string
+	}{
+		{"not json", `{"type":`, ""},
+		{"false", `false`, ""},
+		{"number schema", `3`, ""},
+		{"pattern", `{"type":"object","properties":{"a":{"type":"string","pattern":"x"}}}`, "properties.a.pattern"},
+		{"format", `{"type":"string","format":"date"}`, "format"},
+		{"minimum", `{"type":"array","items":{"type":"integer","minimum":0}}`, "items.minimum"},
+		{"oneOf", `{"oneOf":[{"type":"string"}]}`, "oneOf"},
+		{"allOf", `{"allOf":[]}`, "allOf"},
+		{"unknown type", `{"type":"date"}`, "type"},
+		{"unknown type in list", `{"type":["string","date"]}`, "type.1"},
+		{"required not a list", `{"type":"object","properties":{"a":true},"required":"a"}`, "required"},
+		{"required unknown", `{"type":"object","properties":{"a":true},"required":["a","b"]}`, "required.1"},
+		{"tuple items", `{"type":"array","items":[{"type":"string"}]}`, "items"},
+		{"minItems too big", `{"type":"array","minItems":1000}`, "minItems"},
+		{"maxItems below minItems", `{"type":"array","minItems":3,"maxItems":2}`, "maxItems"},
+		{"maxItems fraction", `{"type":"array","maxItems":1.5}`, "maxItems"},
+		{"empty anyOf", `{"anyOf":[]}`, "anyOf"},
+		{"anyOf sibling", `{"anyOf":[{"type":"string"}],"type":"string"}`, "type"},
+		{"empty enum", `{"enum":[]}`, "enum"},
+		{"enum of other type", `{"type":"string","enum":[1,2]}`, "enum"},
+		{"recursive ref", `{"$defs":{"n":{"type":"array","items":{"$ref":"#/$defs/n"}}},"$ref":"#/$defs/n"}`, "$ref.items.$ref"},
+		{"root ref", `{"type":"object","properties":{"self":{"$ref":"#"}}}`, "properties.self.$ref"},
+		{"remote ref", `{"$ref":"https://example.com/s.json"}`, "$ref"},
+		{"missing def", `{"$ref":"#/$defs/nope"}`, "$ref"},
+		{"ref sibling", `{"$defs":{"a":true},"$ref":"#/$defs/a","type":"string"}`, "type"},
+		{"additionalProperties number", `{"type":"object","additionalProperties":3}`, "additionalProperties"},
+		{"nested too deep", `{"type":"array","items":` + strings.Repeat(`{"type":"array","items":`, 70) + `true` + strings.Repeat(`}`, 71), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := CompileSchema([]byte(tc.schema))
+			se, ok := err.(*SchemaError)
+			if !ok {
+				t.Fatalf("error %v (%T), want a *SchemaError", err, err)
+			}
+			if tc.path != "" && se.Path != tc.path || se.Message == "" || !strings.HasPrefix(se.Error(), "constrain: schema") {
+				t.Errorf("error %q at %q, want the path %q", se.Message, se.Path, tc.path)
+			}
+		})
+	}
+}
+
+// TestLargeEnum: an enum of thousands of strings sharing prefixes keeps
+// every value reachable (a stack per possible next byte, not per value).
+func TestLargeEnum(t *testing.T) {
+	var vals []string
+	for i := range 3000 {
+		vals = append(vals, fmt.Sprintf(`"item-%d"`, i))
+	}
+	g := mustCompile(t, `{"enum":[`+strings.Join(vals, ",")+`,"item"]}`)
+	for _, doc := range []string{`"item-0"`, `"item-2999"`, `"item-1234"`, `"item"`} {
+		if !match(g, doc) {
+			t.Errorf("%s refused", doc)
+		}
+	}
+	for _, doc := range []string{`"item-3000"`, `"item-"`, `"ite"`} {
+		if match(g, doc) {
+			t.Errorf("%s accepted", doc)
+		}
+	}
+	m := NewMatcher(g, NewVocab(0, nil, nil))
+	m.AcceptBytes([]byte(`"item-1`))
+	if len(m.state) > 11 { // one per next byte: the closing quote or a digit
+		t.Errorf("%d stacks after a shared prefix", len(m.state))
 	}
 }

@@ -51,7 +51,7 @@ const (
 //     beyond properties are generated, which every schema accepts);
 //   - array: items (one schema), minItems and maxItems (at most 256);
 //   - enum (any JSON values), const;
-//   - anyOf; $ref to "#", "#/$defs/NAME" or "#/definitions/NAME" (not
+//   - anyOf; $ref to "#/$defs/NAME" or "#/definitions/NAME" (not
 //     recursive);
 //   - true (any value); annotations (title, description, default, examples,
 //     $schema, $id, $comment, deprecated, readOnly, writeOnly) are ignored.
@@ -60,13 +60,11 @@ const (
 // not, prefixItems, uniqueItems, …) is a *SchemaError naming its path, as is
 // a recursive $ref: the grammar would not enforce it.
 func CompileSchema(schema []byte) (g *Grammar, err error) {
-	c := &compiler{b: newBuilder(), refs: map[string]int32{}, active: map[string]bool{}}
-	var root any
+	c := &compiler{b: newBuilder(), refs: map[string]int32{}, active: map[string]bool{"#": true}}
 	if c.root, err = decodeOrdered(schema); err != nil {
 		return nil, &SchemaError{Message: "not valid JSON: " + err.Error()}
 	}
-	root = c.root
-	r, err := c.node(root, "", 0)
+	r, err := c.node(c.root, "", 0)
 	if err != nil {
 		return nil, err
 	}
@@ -384,7 +382,7 @@ func (c *compiler) ref(r any, path string, depth int) (int32, error) {
 
 // enum compiles a list of values (those of the allowed types) as literals.
 func (c *compiler) enum(list []any, allowed map[string]bool, path string) (int32, error) {
-	var alts [][]elem
+	var lits []string
 	seen := map[string]bool{}
 	for _, v := range list {
 		if !allowed[jsonType(v)] && !(jsonType(v) == "integer" && allowed["number"]) {
@@ -398,12 +396,13 @@ func (c *compiler) enum(list []any, allowed map[string]bool, path string) (int32
 			continue
 		}
 		seen[b.String()] = true
-		alts = append(alts, lit(b.String()))
+		lits = append(lits, b.String())
 	}
-	if len(alts) == 0 {
+	if len(lits) == 0 {
 		return 0, fail(path, "no value has the schema's type")
 	}
-	return c.b.rule(alts...), nil
+	slices.Sort(lits)
+	return c.b.literals(lits), nil
 }
 
 // jsonType names the JSON type of a decoded value ("integer" for numbers
