@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/ingot-llm/ingot/model"
+	"github.com/ingot-llm/ingot/server/constrain"
 	"github.com/ingot-llm/ingot/tokenize"
 )
 
@@ -447,5 +448,57 @@ func TestToolCallShapes(t *testing.T) {
 		"content_block_start 2 tool_use", "content_block_delta 2 input_json_delta", "content_block_stop 2", "message_delta", "message_stop"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("events\n%v\nwant\n%v", got, want)
+	}
+}
+
+// TestForcedCallRealVocab: Llama 3's and Qwen 2.5's tokenizers get their
+// family's format, and a forced call in Qwen's vocabulary may begin with its
+// <tool_call> token and then follows the grammar to a complete call.
+func TestForcedCallRealVocab(t *testing.T) {
+	dir := func(name string) string { return filepath.Join("..", "..", "shared", "testdata", "tokenizers", name) }
+	var tk *tokenize.Tokenizer
+	for _, tc := range []struct {
+		name string
+		want toolFormat
+	}{{"llama3", formatJSON}, {"qwen2.5", formatHermes}} {
+		var err error
+		if tk, err = tokenize.Load(dir(tc.name)); err != nil {
+			t.Fatal(err)
+		}
+		if got := modelToolFormat(tk); got != tc.want {
+			t.Errorf("%s: format %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	eos, _ := tk.TokenID("<|im_end|>")
+	var vc vocab
+	v := vc.get(tk, tk.VocabSize(), []int32{eos})
+	tl, err := parseTools(json.RawMessage(`[`+weatherTool+`]`), json.RawMessage(`"required"`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := tl.forcedGrammar(formatHermes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := constrain.NewMatcher(g, v)
+	mask := make([]uint64, (tk.VocabSize()+63)/64)
+	m.Mask(mask)
+	open, _ := tk.TokenID("<tool_call>")
+	if mask[open/64]&(1<<(open%64)) == 0 {
+		t.Fatalf("<tool_call> (%d) is not allowed first", open)
+	}
+	reply := "<tool_call>\n" + `{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}` + "\n</tool_call>"
+	for _, id := range tk.Encode(reply, false) {
+		m.Mask(mask)
+		if mask[id/64]&(1<<(id%64)) == 0 || !m.Accept(id) {
+			t.Fatalf("token %d %q of the reply refused", id, tk.Decode([]int32{id}, false))
+		}
+	}
+	m.Mask(mask)
+	if !m.Complete() || mask[eos/64]&(1<<(eos%64)) == 0 {
+		t.Error("the call is not complete: <|im_end|> not allowed")
+	}
+	if _, calls := parseToolCalls(reply, tl.names); len(calls) != 1 {
+		t.Errorf("the forced reply does not parse: %q", reply)
 	}
 }
