@@ -24,21 +24,19 @@ type attnReduceArgs struct {
 const (
 	attnMaxDh   = 256       // ATTN_MAX_DH in attention.metal
 	attnTGBytes = 30 << 10  // staged K and V blocks stay under Metal's 32 kB
-	attnSplit   = 256       // decode: aim for this many keys per split …
-	attnSplits  = 32        // … and at most this many splits
 	attnWarps   = 8         // prefill: simdgroups per threadgroup to aim for
 	attnMaxSG   = 1024 / 32 // simdgroups per threadgroup at most
 )
 
 // Attention runs causal GQA over the KV cache; see [AttnParams].
 //
-// L = 1 is flash-decoding (attn_decode_f32 + attn_reduce_f32): the visible keys
-// are cut into ≤ 32 splits of ≥ 256 keys, one threadgroup per (KV head, split)
-// with one simdgroup per query head of the group, then a reduce. L > 1 is tiled
-// (attn_prefill_f32): one threadgroup per (KV head, tile of rows), rows chosen
-// so a tile has about 8 simdgroups. Both stage blk keys of K and V per step in
-// threadgroup memory, read once for all the query heads of a KV head; an f16
-// cache (the _f16_f32 kernels) is widened to floats as it is staged.
+// L = 1 runs attn_decode_*_g<G> over splits of the keys and, when there are
+// several, attn_reduce_f32 (see attnDecode). L > 1, and the decode shapes
+// attn_decode does not take, run the tiled attn_prefill_f32: one threadgroup
+// per (KV head, tile of rows), rows chosen so a tile has about 8 simdgroups,
+// staging blk keys of K and V per step in threadgroup memory, read once for
+// all the query heads of a KV head; an f16 cache (the _f16_f32 kernels) is
+// widened to floats as it is staged.
 func (m *Metal) Attention(dst, q, k, v *Tensor, pos int, p *AttnParams) {
 	L := q.NumRows()
 	H, Hkv, Dh := p.Heads, p.KVHeads, p.HeadDim
@@ -62,61 +60,28 @@ func (m *Metal) Attention(dst, q, k, v *Tensor, pos int, p *AttnParams) {
 	blk := min(32, attnTGBytes/4/(2*Dh+1))
 	a := attnArgs{L: uint32(L), Pos: uint32(pos), Heads: uint32(H), KVHeads: uint32(Hkv), HeadDim: uint32(Dh),
 		Scale: p.Scale, Window: uint32(max(p.Window, 0)), Softcap: p.Softcap, Blk: uint32(blk), KStride: uint32(Dh + 1)}
-
-	if L > 1 {
-		rows := max(1, min(attnWarps, attnMaxSG)/group)
-		a.Rows, a.Splits, a.SplitLen = uint32(rows), 1, uint32(pos+L)
-		m.begin(attnKernel(false, k.DType))
-		setArgs(m, a)
-		m.bindAttn(q, k, v, blk, Dh)
-		m.out(4, dst)
-		m.run(metal.Size{W: Hkv, H: (L + rows - 1) / rows, D: 1}, metal.Size{W: 32 * rows * group, H: 1, D: 1})
-		return
+	if L == 1 {
+		end := pos + 1
+		key0 := 0
+		if p.Window > 0 {
+			key0 = max(0, end-p.Window)
+		}
+		if n := end - key0; attnDecodeFits(k, v, group, Dh) && n <= attnDecMaxS*attnDecMaxSplits {
+			m.attnDecode(dst, q, k, v, a, key0, n)
+			return
+		}
 	}
-
-	end := pos + 1
-	key0 := 0
-	if p.Window > 0 {
-		key0 = max(0, end-p.Window)
+	rows := max(1, min(attnWarps, attnMaxSG)/group)
+	a.Rows, a.Splits, a.SplitLen = uint32(rows), 1, uint32(pos+L)
+	name := "attn_prefill_f32"
+	if k.DType == DTypeF16 {
+		name = "attn_prefill_f16_f32"
 	}
-	n := end - key0
-	if m.shape == shapeNVIDIA && attnNVFits(k, v, group, Dh) && n <= attnNVMaxS*attnNVMaxSplits {
-		m.attnDecodeNV(dst, q, k, v, a, key0, n)
-		return
-	}
-	splits := min(attnSplits, max(1, n/attnSplit))
-	splitLen := (n + splits - 1) / splits
-	splitLen = (splitLen + blk - 1) / blk * blk
-	splits = (n + splitLen - 1) / splitLen
-	a.Rows, a.Splits, a.SplitLen, a.Key0 = 1, uint32(splits), uint32(splitLen), uint32(key0)
-	part := m.partials(L * H * splits * (Dh + 2))
-	if part == nil {
-		return
-	}
-	m.begin(attnKernel(true, k.DType))
+	m.begin(name)
 	setArgs(m, a)
 	m.bindAttn(q, k, v, blk, Dh)
-	m.bind(4, part, 0, true)
-	m.run(metal.Size{W: Hkv, H: 1, D: splits}, metal.Size{W: 32 * group, H: 1, D: 1})
-
-	m.begin("attn_reduce_f32")
-	setArgs(m, attnReduceArgs{Heads: uint32(H), HeadDim: uint32(Dh), Splits: uint32(splits), Rows: uint32(L * H)})
-	m.bind(1, part, 0, false)
-	m.out(2, dst)
-	m.run(metal.Size{W: L * H, H: 1, D: 1}, metal.Size{W: 32, H: 1, D: 1})
-}
-
-// attnKernel names the prefill or decode kernel for a cache of type kv.
-func attnKernel(decode bool, kv DType) string {
-	switch {
-	case decode && kv == DTypeF16:
-		return "attn_decode_f16_f32"
-	case decode:
-		return "attn_decode_f32"
-	case kv == DTypeF16:
-		return "attn_prefill_f16_f32"
-	}
-	return "attn_prefill_f32"
+	m.out(4, dst)
+	m.run(metal.Size{W: Hkv, H: (L + rows - 1) / rows, D: 1}, metal.Size{W: 32 * rows * group, H: 1, D: 1})
 }
 
 func (m *Metal) bindAttn(q, k, v *Tensor, blk, Dh int) {
@@ -143,60 +108,67 @@ func (m *Metal) partials(n int) metal.Buffer {
 	return m.attnPart
 }
 
-// Constants of shaders/attention_nv.metal.
+// Constants of shaders/attention_decode.metal.
 const (
-	attnNVThreads = 128 // ANV_TG
-	attnNVMaxG    = 8   // ANV_MAXG
-	attnNVMaxS    = 128 // ANV_MAXS
+	attnDecThreads = 128 // ADEC_TG
+	attnDecMaxG    = 8   // ADEC_MAXG
+	attnDecMaxS    = 128 // ADEC_MAXS
 
-	attnNVMaxSplits = 4096 // attn_reduce_nv_f32's weights in threadgroup memory
+	attnDecMaxSplits = 4096 // attn_reduce_f32's weights in threadgroup memory
 )
 
-// attnNVFits reports whether attn_decode_nv runs a cache of these tensors: at
+// attnDecodeFits reports whether attn_decode runs a cache of these tensors: at
 // most 8 query heads per KV head, a head dim that is a multiple of 4 up to
 // 256, and k, v bound at 16-byte boundaries (its vector loads).
-func attnNVFits(k, v *Tensor, group, Dh int) bool {
-	return group <= attnNVMaxG && Dh%4 == 0 && Dh <= attnMaxDh && k.Off%16 == 0 && v.Off%16 == 0
+func attnDecodeFits(k, v *Tensor, group, Dh int) bool {
+	return group <= attnDecMaxG && Dh%4 == 0 && Dh <= attnMaxDh && k.Off%16 == 0 && v.Off%16 == 0
 }
 
-// attnNVSplits cuts n keys for Hkv KV heads into splits for attn_decode_nv:
+// attnDecodeSplits cuts n keys for Hkv KV heads into splits for attn_decode:
 // about n·Hkv/528 keys each (four blocks per SM of an H100's 132, so the
-// keys' loads overlap across the GPU) but 32 at least (one scoring pass) and
-// 128 at most (its score buffer). One split (≤ 32 keys) needs no reduce.
-func attnNVSplits(n, Hkv int) (splits, splitLen int) {
-	splitLen = min(attnNVMaxS, max(32, (n*Hkv+527)/528))
+// keys' loads overlap across the GPU; Apple's GPUs have 8–40 cores, for which
+// this is many waves) but 32 at least (one scoring pass) and 128 at most (its
+// score buffer). One split (≤ 32 keys) needs no reduce.
+func attnDecodeSplits(n, Hkv int) (splits, splitLen int) {
+	splitLen = min(attnDecMaxS, max(32, (n*Hkv+527)/528))
 	splits = (n + splitLen - 1) / splitLen
 	return splits, (n + splits - 1) / splits
 }
 
-// attnNVKernel names attn_decode_nv for a cache of type kv and group query
-// heads per KV head: the instance for the smallest power of two ≥ group.
-func attnNVKernel(kv DType, group int) string {
-	gm := 1
-	for gm < group {
-		gm *= 2
-	}
-	if kv == DTypeF16 {
-		return fmt.Sprintf("attn_decode_nv_f16_f32_g%d", gm)
-	}
-	return fmt.Sprintf("attn_decode_nv_f32_f32_g%d", gm)
+// attnDecodeNames are the attn_decode instances by cache type (f32, f16) and
+// bound on the query heads per KV head (1, 2, 4, 8).
+var attnDecodeNames = [2][4]string{
+	{"attn_decode_f32_g1", "attn_decode_f32_g2", "attn_decode_f32_g4", "attn_decode_f32_g8"},
+	{"attn_decode_f16_f32_g1", "attn_decode_f16_f32_g2", "attn_decode_f16_f32_g4", "attn_decode_f16_f32_g8"},
 }
 
-// attnDecodeNV runs decode attention with the NVIDIA-shaped attn_decode_nv
-// over keys [key0, key0+n), then attn_reduce_nv_f32 when it took several splits.
-func (m *Metal) attnDecodeNV(dst, q, k, v *Tensor, a attnArgs, key0, n int) {
+// attnDecodeKernel names attn_decode for a cache of type kv and group ≤ 8
+// query heads per KV head: the instance for the smallest power of two ≥ group.
+func attnDecodeKernel(kv DType, group int) string {
+	i := 0
+	for 1<<i < group {
+		i++
+	}
+	if kv == DTypeF16 {
+		return attnDecodeNames[1][i]
+	}
+	return attnDecodeNames[0][i]
+}
+
+// attnDecode runs decode attention over keys [key0, key0+n) with attn_decode,
+// then attn_reduce_f32 when it took several splits.
+func (m *Metal) attnDecode(dst, q, k, v *Tensor, a attnArgs, key0, n int) {
 	H, Hkv, Dh := int(a.Heads), int(a.KVHeads), int(a.HeadDim)
 	group := H / Hkv
-	splits, splitLen := attnNVSplits(n, Hkv)
+	splits, splitLen := attnDecodeSplits(n, Hkv)
 	a.Rows, a.Splits, a.SplitLen, a.Key0 = 1, uint32(splits), uint32(splitLen), uint32(key0)
-	name := attnNVKernel(k.DType, group)
 	var part metal.Buffer
 	if splits > 1 {
 		if part = m.partials(H * splits * (Dh + 2)); part == nil {
 			return
 		}
 	}
-	m.begin(name)
+	m.begin(attnDecodeKernel(k.DType, group))
 	setArgs(m, a)
 	m.in(1, q)
 	m.in(2, k)
@@ -206,15 +178,15 @@ func (m *Metal) attnDecodeNV(dst, q, k, v *Tensor, a attnArgs, key0, n int) {
 	} else {
 		m.out(4, dst)
 	}
-	m.tgmem(0, 4*(group*Dh+group*attnNVMaxS+2*attnNVMaxG+attnNVThreads*4*group))
-	m.run(metal.Size{W: Hkv, H: 1, D: splits}, metal.Size{W: attnNVThreads, H: 1, D: 1})
+	m.tgmem(0, 4*(group*Dh+group*attnDecMaxS+2*attnDecMaxG+attnDecThreads*4*group))
+	m.run(metal.Size{W: Hkv, H: 1, D: splits}, metal.Size{W: attnDecThreads, H: 1, D: 1})
 	if splits == 1 {
 		return
 	}
-	m.begin("attn_reduce_nv_f32")
+	m.begin("attn_reduce_f32")
 	setArgs(m, attnReduceArgs{Heads: uint32(H), HeadDim: uint32(Dh), Splits: uint32(splits), Rows: uint32(H)})
 	m.bind(1, part, 0, false)
 	m.out(2, dst)
-	m.tgmem(0, 4*(splits+attnNVThreads/32))
-	m.run(metal.Size{W: H, H: 1, D: 1}, metal.Size{W: attnNVThreads, H: 1, D: 1})
+	m.tgmem(0, 4*(splits+attnDecThreads/32))
+	m.run(metal.Size{W: H, H: 1, D: 1}, metal.Size{W: attnDecThreads, H: 1, D: 1})
 }

@@ -89,12 +89,11 @@ func testAttention(t *testing.T, m *Metal, cases []attnCase) {
 	}
 }
 
-// TestMetalAttentionNV runs decode attention with the NVIDIA-shaped kernel at
-// its edges: head dims (multiples of 4 up to 256), 1 … 8 query heads per KV
+// TestMetalAttentionDecode runs decode attention (attn_decode) at its edges: head dims (multiples of 4 up to 256), 1 … 8 query heads per KV
 // head, one split (≤ 32 keys, no reduce) and several (up to 128 keys each, the
 // last one short, more splits than the reduce has threads), windows, softcap.
-func TestMetalAttentionNV(t *testing.T) {
-	m := testMetalNV(t)
+func TestMetalAttentionDecode(t *testing.T) {
+	m := testMetal(t)
 	type tc = attnCase
 	var cases []tc
 	for _, Dh := range []int{4, 8, 12, 64, 96, 128, 256} {
@@ -120,18 +119,22 @@ func TestMetalAttentionNV(t *testing.T) {
 	testAttention(t, m, cases)
 	for _, kv := range []string{"f32", "f16"} {
 		for _, g := range []int{1, 2, 4, 8} {
-			if name := fmt.Sprintf("attn_decode_nv_%s_f32_g%d", kv, g); m.pipes[name] == nil {
+			name := fmt.Sprintf("attn_decode_f32_g%d", g)
+			if kv == "f16" {
+				name = fmt.Sprintf("attn_decode_f16_f32_g%d", g)
+			}
+			if m.pipes[name] == nil {
 				t.Errorf("%s never ran", name)
 			}
 		}
 	}
 }
 
-// TestMetalAttentionNVFallback: caches the NVIDIA-shaped kernel cannot read
-// (more than 8 query heads per KV head, a head dim not a multiple of 4, rows
-// off 16-byte boundaries) run the Apple-shaped kernels, correctly.
-func TestMetalAttentionNVFallback(t *testing.T) {
-	m := testMetalNV(t)
+// TestMetalAttentionDecodeFallback: caches attn_decode cannot read (more than
+// 8 query heads per KV head, a head dim not a multiple of 4, rows off 16-byte
+// boundaries) run the prefill kernel, correctly.
+func TestMetalAttentionDecodeFallback(t *testing.T) {
+	m := testMetal(t)
 	testAttention(t, m, []attnCase{{L: 1, pos: 50, H: 9, Hkv: 1, Dh: 16}, {L: 1, pos: 50, H: 4, Hkv: 2, Dh: 6}})
 	// An f32 cache of 1 head of 2 dims, viewed from row 1: 8-byte offsets.
 	const S, Dh = 40, 2
@@ -150,7 +153,7 @@ func TestMetalAttentionNVFallback(t *testing.T) {
 	m.Attention(dst, put(m, q, 1, Dh), kc, vc, S-2, p)
 	closeTo(t, get(t, m, dst), want, attnTol)
 	for name, p := range m.pipes {
-		if p != nil && strings.HasPrefix(name, "attn_decode_nv") {
+		if p != nil && strings.HasPrefix(name, "attn_decode") {
 			t.Errorf("%s ran on a cache it cannot read", name)
 		}
 	}

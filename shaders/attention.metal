@@ -6,7 +6,7 @@
 //     s_j = scale · q·k_j;   s_j ← softcap·tanh(s_j / softcap) if softcap > 0
 //     out = Σ_j softmax(s)_j · v_j
 //
-// attn_prefill_f32 (L > 1, tiled): grid (Hkv, ⌈L/rows⌉) threadgroups of
+// attn_prefill_f32 (tiled): grid (Hkv, ⌈L/rows⌉) threadgroups of
 // rows·(H/Hkv) simdgroups; simdgroup s handles query row tile·rows + s/group
 // and query head g·group + s%group, so one threadgroup covers every query head
 // that reads KV head g for `rows` consecutive rows. The threadgroup walks the
@@ -21,14 +21,10 @@
 // taking each key's weight with simd_shuffle.
 //
 // The _f16_f32 forms read an f16 cache, widened exactly as it is staged.
+// Decode (L = 1) runs attention_decode.metal's kernels, and this one (rows = 1)
+// only where those do not take the shapes.
 //
-// attn_decode_f32 (L = 1, flash-decoding): the same loop with rows = 1 and the
-// keys [key0, end) cut into `splits` contiguous ranges of split_len keys, one per
-// threadgroup (grid (Hkv, 1, splits)), so a long cache spreads over the GPU;
-// each writes its partial (m, d, o = Σ e^(s−m)·v) per query head, and
-// attn_reduce_f32 combines them: out = Σ_s e^(m_s−M)·o_s / Σ_s e^(m_s−M)·d_s.
-//
-// Masked keys (future, outside the window, past the split) weigh exactly 0; a
+// Masked keys (future, outside the window) weigh exactly 0; a
 // block with no visible key leaves m, d, o unchanged.
 // Numerics: float throughout; exp is the fast-math exp on Apple GPUs (the
 // scores are ≤ 0 after subtracting the max), tanh is precise::tanh.
@@ -42,7 +38,7 @@ using namespace metal;
 // infinities, so masks are explicit and the running max starts finite.
 #define ATTN_NEG (-FLT_MAX)
 
-template <bool DECODE, typename KV>
+template <typename KV>
 kernel void attn(
         constant attn_args & args [[buffer(0)]],
         device const float * q    [[buffer(1)]],
@@ -70,8 +66,7 @@ kernel void attn(
     const uint first = tg.y * args.rows, last = min(first + args.rows, args.L) - 1;
     const uint tg_end = args.pos + last + 1, tg_first_end = args.pos + first + 1;
     const uint tg_start = args.window > 0 && tg_first_end > args.window ? tg_first_end - args.window : 0;
-    const uint s0 = args.key0 + tg.z * args.split_len;
-    const uint j0 = max(tg_start, s0), j1 = min(tg_end, s0 + args.split_len);
+    const uint j0 = tg_start, j1 = tg_end;
 
     device const float * qr = q + ((ulong)(live ? l : 0) * H + h) * Dh;
     float m = ATTN_NEG, d = 0.0f;
@@ -125,64 +120,17 @@ kernel void attn(
     if (!live) {
         return;
     }
-    if (DECODE) {
-        device float * part = out + (((ulong)l * H + h) * args.splits + tg.z) * (Dh + 2);
-        if (lane == 0) {
-            part[0] = m;
-            part[1] = d;
-        }
-        for (uint i = 0; i < ATTN_DPL; i++) {
-            const uint c = lane + 32 * i;
-            if (c < Dh) {
-                part[2 + c] = o[i];
-            }
-        }
-    } else {
-        device float * y = out + ((ulong)l * H + h) * Dh;
-        const float inv = 1.0f / d;
-        for (uint i = 0; i < ATTN_DPL; i++) {
-            const uint c = lane + 32 * i;
-            if (c < Dh) {
-                y[c] = o[i] * inv;
-            }
+    device float * y = out + ((ulong)l * H + h) * Dh;
+    const float inv = 1.0f / d;
+    for (uint i = 0; i < ATTN_DPL; i++) {
+        const uint c = lane + 32 * i;
+        if (c < Dh) {
+            y[c] = o[i] * inv;
         }
     }
 }
 
-typedef decltype(attn<false, float>) attn_t;
-template [[host_name("attn_prefill_f32")]] kernel attn_t attn<false, float>;
-template [[host_name("attn_decode_f32")]]  kernel attn_t attn<true, float>;
-typedef decltype(attn<false, half>) attn_half_t;
-template [[host_name("attn_prefill_f16_f32")]] kernel attn_half_t attn<false, half>;
-template [[host_name("attn_decode_f16_f32")]]  kernel attn_half_t attn<true, half>;
-
-// attn_reduce_f32: one threadgroup per (row, head) = part row; threads stride
-// head_dim. Every thread recomputes the (≤ 64) split weights itself, so no
-// threadgroup memory or barrier is needed.
-kernel void attn_reduce_f32(
-        constant attn_reduce_args & args [[buffer(0)]],
-        device const float        * part [[buffer(1)]],
-        device       float        * out  [[buffer(2)]],
-        uint   row [[threadgroup_position_in_grid]],
-        ushort tid [[thread_position_in_threadgroup]],
-        ushort ntg [[threads_per_threadgroup]]) {
-    const uint Dh = args.head_dim, S = args.splits, stride = Dh + 2;
-    device const float * p = part + (ulong)row * S * stride;
-    float M = ATTN_NEG;
-    for (uint s = 0; s < S; s++) {
-        M = max(M, p[s * stride]);
-    }
-    // A split that saw no key has m = ATTN_NEG, d = 0, o = 0: weight e^(m−M) = 0.
-    float den = 0.0f;
-    for (uint s = 0; s < S; s++) {
-        den += p[s * stride + 1] * exp(p[s * stride] - M);
-    }
-    const float inv = 1.0f / den;
-    for (uint c = tid; c < Dh; c += ntg) {
-        float acc = 0.0f;
-        for (uint s = 0; s < S; s++) {
-            acc += p[s * stride + 2 + c] * exp(p[s * stride] - M);
-        }
-        out[(ulong)row * Dh + c] = acc * inv;
-    }
-}
+typedef decltype(attn<float>) attn_t;
+template [[host_name("attn_prefill_f32")]] kernel attn_t attn<float>;
+typedef decltype(attn<half>) attn_half_t;
+template [[host_name("attn_prefill_f16_f32")]] kernel attn_half_t attn<half>;

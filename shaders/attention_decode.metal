@@ -1,20 +1,21 @@
-// attention_nv.metal: decode attention (L = 1) shaped for NVIDIA GPUs (the
-// cuda backend); attention.metal holds the Apple-shaped kernels, and package
-// kernels picks per device (kernels/metal_attention.go).
+// attention_decode.metal: decode attention (L = 1) on every device;
+// attention.metal holds the prefill kernel (which also runs the decode shapes
+// these do not take).
 //
-// attn_decode_nv_<f32|f16>_f32_g<GM>: for the query heads h = g·G … g·G+G−1 that read
-// KV head g (G = heads/kv_heads ≤ GM ≤ ANV_MAXG), over the keys of one split,
+// attn_decode_f32_g<GM>, attn_decode_f16_f32_g<GM>: for the query heads
+// h = g·G … g·G+G−1 that read KV head g (G = heads/kv_heads ≤ GM ≤ ADEC_MAXG), over the keys of one split,
 // [j0, j1) = [key0 + z·split_len, +split_len) ∩ [start, pos+1) (start: the
-// window's first key), split_len ≤ ANV_MAXS:
+// window's first key), split_len ≤ ADEC_MAXS:
 //     s_j = scale · q_h·k_j  (softcap·tanh(s_j/softcap) if softcap > 0)
 //     m = max_j s_j,  d = Σ_j e^(s_j − m),  o = Σ_j e^(s_j − m)·v_j
 // With splits = 1 it writes out = o/d (L·heads·head_dim); else the partial
-// (m, d, o) per (head, split) that attn_reduce_nv_f32 combines.
+// (m, d, o) per (head, split) that attn_reduce_f32 combines.
 //
-// Grid (kv_heads, 1, splits) of ANV_TG threads; head_dim a multiple of 4 (≤ 256),
-// k and v 16-byte aligned (the host checks). Where the Apple kernel stages
-// K and V in threadgroup memory and dots serially per lane, the phases here
-// are lane-parallel and coalesced:
+// Grid (kv_heads, 1, splits) of ADEC_TG threads; head_dim a multiple of 4 (≤ 256),
+// k and v 16-byte aligned (the host checks). The phases are lane-parallel and
+// coalesced (MLX's sdpa_vector and ggml's vector flash attention dot a query
+// across lanes too, where a serial dot per lane over staged K was
+// latency-bound: 63 µs a layer at 129 keys on an H100, against 15 here):
 //   A. scores: 4 consecutive lanes share a key (8 keys per simdgroup, 32 per
 //      pass); lane r of the 4 loads the row's 16-byte pieces r, r+4, … (64
 //      contiguous bytes per 4 lanes), dots them against the G staged queries
@@ -22,11 +23,11 @@
 //   B. softmax: simdgroup w takes heads w, w+4, …: max and Σ e^(s−m) over the
 //      split, the weights e^(s−m) stored back in place of the scores;
 //   C. values: thread t takes the 4 dimensions 4·(t mod Dh/4) of every key
-//      j ≡ t div (Dh/4) (mod streams), streams = ANV_TG/(Dh/4), for all G
+//      j ≡ t div (Dh/4) (mod streams), streams = ADEC_TG/(Dh/4), for all G
 //      heads (one 16-byte V load serves G heads); the streams' sums meet in
 //      threadgroup memory, added in stream order.
 // Every loop over memory issues several loads before it uses the first (four
-// K pieces, ANV_U V rows): a dependent load per iteration would make a split
+// K pieces, ADEC_U V rows): a dependent load per iteration would make a split
 // one memory latency per key long.
 // Float accumulation order differs from the CPU reference (pieces, shuffles,
 // streams); exp as in attention.metal (fast on Apple GPUs, precise in PTX).
@@ -34,17 +35,17 @@
 #include "common.h"
 using namespace metal;
 
-#define ANV_TG 128   // threads per threadgroup (4 simdgroups)
-#define ANV_MAXG 8   // query heads per KV head at most
-#define ANV_MAXS 128 // keys per split at most
-#define ANV_U 8      // V rows in flight per thread
-#define ANV_NEG (-FLT_MAX)
+#define ADEC_TG 128   // threads per threadgroup (4 simdgroups)
+#define ADEC_MAXG 8   // query heads per KV head at most
+#define ADEC_MAXS 128 // keys per split at most
+#define ADEC_U 8      // V rows in flight per thread
+#define ADEC_NEG (-FLT_MAX)
 
 template <typename KV4>
-inline float4 anv_load(device const KV4 * p) { return float4(*p); }
+inline float4 adec_load(device const KV4 * p) { return float4(*p); }
 
 template <typename KV, typename KV4, uint GM>
-kernel void attn_decode_nv(
+kernel void attn_decode(
         constant attn_args & args [[buffer(0)]],
         device const float * q    [[buffer(1)]],
         device const KV    * k    [[buffer(2)]],
@@ -65,23 +66,23 @@ kernel void attn_decode_nv(
     const uint n = j1 > j0 ? j1 - j0 : 0;
 
     // Threadgroup memory (floats): queries G·Dh | scores, then weights,
-    // G·ANV_MAXS | (m, d) 2·ANV_MAXG | stream sums ANV_TG·4·G.
+    // G·ADEC_MAXS | (m, d) 2·ADEC_MAXG | stream sums ADEC_TG·4·G.
     threadgroup float * qs = sh;
     threadgroup float * ss = qs + G * Dh;
-    threadgroup float * md = ss + G * ANV_MAXS;
-    threadgroup float4 * red = (threadgroup float4 *)(md + 2 * ANV_MAXG);
+    threadgroup float * md = ss + G * ADEC_MAXS;
+    threadgroup float4 * red = (threadgroup float4 *)(md + 2 * ADEC_MAXG);
 
-    // The group's queries, G·Dh/4 ≤ 4·ANV_TG float4s, every load issued first.
+    // The group's queries, G·Dh/4 ≤ 4·ADEC_TG float4s, every load issued first.
     device const float4 * qg = (device const float4 *)(q + (ulong)g * G * Dh);
     float4 qv[4];
     #pragma unroll
     for (uint u = 0; u < 4; u++) {
-        const uint i = tid + u * ANV_TG;
+        const uint i = tid + u * ADEC_TG;
         qv[u] = i < G * Dh / 4 ? qg[i] : float4(0.0f);
     }
     #pragma unroll
     for (uint u = 0; u < 4; u++) {
-        const uint i = tid + u * ANV_TG;
+        const uint i = tid + u * ADEC_TG;
         if (i < G * Dh / 4) {
             ((threadgroup float4 *)qs)[i] = qv[u];
         }
@@ -91,7 +92,7 @@ kernel void attn_decode_nv(
     // A. Scores.
     device const KV * kg = k + (ulong)j0 * kvw + g * Dh;
     const uint r = lane & 3;
-    for (uint jb = sg * 8; jb < n; jb += ANV_TG / 4) {
+    for (uint jb = sg * 8; jb < n; jb += ADEC_TG / 4) {
         const uint jj = jb + lane / 4;
         const bool ok = jj < n;
         float dot[GM];
@@ -106,7 +107,7 @@ kernel void attn_decode_nv(
                 #pragma unroll
                 for (uint u = 0; u < 4; u++) {
                     const uint c = c0 + 16 * u;
-                    kk[u] = c < Dh ? anv_load((device const KV4 *)(kr + c)) : float4(0.0f);
+                    kk[u] = c < Dh ? adec_load((device const KV4 *)(kr + c)) : float4(0.0f);
                 }
                 #pragma unroll
                 for (uint u = 0; u < 4; u++) {
@@ -132,7 +133,7 @@ kernel void attn_decode_nv(
                     if (args.softcap > 0.0f) {
                         s = args.softcap * precise::tanh(s / args.softcap);
                     }
-                    ss[h * ANV_MAXS + jj] = s;
+                    ss[h * ADEC_MAXS + jj] = s;
                 }
             }
         }
@@ -140,9 +141,9 @@ kernel void attn_decode_nv(
     threadgroup_barrier(mem_flags::mem_threadgroup);
 
     // B. Softmax over the split.
-    for (uint h = sg; h < G; h += ANV_TG / 32) {
-        threadgroup float * sr = ss + h * ANV_MAXS;
-        float mx = ANV_NEG;
+    for (uint h = sg; h < G; h += ADEC_TG / 32) {
+        threadgroup float * sr = ss + h * ADEC_MAXS;
+        float mx = ADEC_NEG;
         for (uint jj = lane; jj < n; jj += 32) {
             mx = max(mx, sr[jj]);
         }
@@ -162,7 +163,7 @@ kernel void attn_decode_nv(
     threadgroup_barrier(mem_flags::mem_threadgroup);
 
     // C. Values.
-    const uint chunks = Dh / 4, streams = ANV_TG / chunks;
+    const uint chunks = Dh / 4, streams = ADEC_TG / chunks;
     const uint ch = tid % chunks, st = tid / chunks;
     if (st < streams) {
         float4 acc[GM];
@@ -171,21 +172,21 @@ kernel void attn_decode_nv(
             acc[h] = float4(0.0f);
         }
         device const KV * vg = v + (ulong)j0 * kvw + g * Dh + 4 * ch;
-        for (uint j = st; j < n; j += ANV_U * streams) {
-            float4 vv[ANV_U]; // ANV_U loads in flight before the first is used
+        for (uint j = st; j < n; j += ADEC_U * streams) {
+            float4 vv[ADEC_U]; // ADEC_U loads in flight before the first is used
             #pragma unroll
-            for (uint u = 0; u < ANV_U; u++) {
+            for (uint u = 0; u < ADEC_U; u++) {
                 const uint jj = j + u * streams;
-                vv[u] = jj < n ? anv_load((device const KV4 *)(vg + (ulong)jj * kvw)) : float4(0.0f);
+                vv[u] = jj < n ? adec_load((device const KV4 *)(vg + (ulong)jj * kvw)) : float4(0.0f);
             }
             #pragma unroll
-            for (uint u = 0; u < ANV_U; u++) {
+            for (uint u = 0; u < ADEC_U; u++) {
                 const uint jj = j + u * streams;
                 if (jj < n) {
                     #pragma unroll
                     for (uint h = 0; h < GM; h++) {
                         if (h < G) {
-                            acc[h] += ss[h * ANV_MAXS + jj] * vv[u];
+                            acc[h] += ss[h * ADEC_MAXS + jj] * vv[u];
                         }
                     }
                 }
@@ -201,7 +202,7 @@ kernel void attn_decode_nv(
     threadgroup_barrier(mem_flags::mem_threadgroup);
 
     threadgroup const float * rf = (threadgroup const float *)red;
-    for (uint i = tid; i < G * Dh; i += ANV_TG) {
+    for (uint i = tid; i < G * Dh; i += ADEC_TG) {
         const uint h = i / Dh, c = i % Dh;
         float o = 0.0f;
         for (uint s = 0; s < streams; s++) {
@@ -224,30 +225,30 @@ kernel void attn_decode_nv(
 // One instantiation per cache type and per bound GM on the query heads per
 // KV head (1, 2, 4, 8: the host takes the smallest ≥ G), so the head loops
 // have constant trip counts and no lanes wasted on heads that are not there.
-typedef decltype(attn_decode_nv<float, float4, 1>) attn_nv_f32_g1_t;
-template [[host_name("attn_decode_nv_f32_f32_g1")]] kernel attn_nv_f32_g1_t attn_decode_nv<float, float4, 1>;
-typedef decltype(attn_decode_nv<float, float4, 2>) attn_nv_f32_g2_t;
-template [[host_name("attn_decode_nv_f32_f32_g2")]] kernel attn_nv_f32_g2_t attn_decode_nv<float, float4, 2>;
-typedef decltype(attn_decode_nv<float, float4, 4>) attn_nv_f32_g4_t;
-template [[host_name("attn_decode_nv_f32_f32_g4")]] kernel attn_nv_f32_g4_t attn_decode_nv<float, float4, 4>;
-typedef decltype(attn_decode_nv<float, float4, 8>) attn_nv_f32_g8_t;
-template [[host_name("attn_decode_nv_f32_f32_g8")]] kernel attn_nv_f32_g8_t attn_decode_nv<float, float4, 8>;
-typedef decltype(attn_decode_nv<half, half4, 1>) attn_nv_f16_g1_t;
-template [[host_name("attn_decode_nv_f16_f32_g1")]] kernel attn_nv_f16_g1_t attn_decode_nv<half, half4, 1>;
-typedef decltype(attn_decode_nv<half, half4, 2>) attn_nv_f16_g2_t;
-template [[host_name("attn_decode_nv_f16_f32_g2")]] kernel attn_nv_f16_g2_t attn_decode_nv<half, half4, 2>;
-typedef decltype(attn_decode_nv<half, half4, 4>) attn_nv_f16_g4_t;
-template [[host_name("attn_decode_nv_f16_f32_g4")]] kernel attn_nv_f16_g4_t attn_decode_nv<half, half4, 4>;
-typedef decltype(attn_decode_nv<half, half4, 8>) attn_nv_f16_g8_t;
-template [[host_name("attn_decode_nv_f16_f32_g8")]] kernel attn_nv_f16_g8_t attn_decode_nv<half, half4, 8>;
+typedef decltype(attn_decode<float, float4, 1>) attn_dec_f32_g1_t;
+template [[host_name("attn_decode_f32_g1")]] kernel attn_dec_f32_g1_t attn_decode<float, float4, 1>;
+typedef decltype(attn_decode<float, float4, 2>) attn_dec_f32_g2_t;
+template [[host_name("attn_decode_f32_g2")]] kernel attn_dec_f32_g2_t attn_decode<float, float4, 2>;
+typedef decltype(attn_decode<float, float4, 4>) attn_dec_f32_g4_t;
+template [[host_name("attn_decode_f32_g4")]] kernel attn_dec_f32_g4_t attn_decode<float, float4, 4>;
+typedef decltype(attn_decode<float, float4, 8>) attn_dec_f32_g8_t;
+template [[host_name("attn_decode_f32_g8")]] kernel attn_dec_f32_g8_t attn_decode<float, float4, 8>;
+typedef decltype(attn_decode<half, half4, 1>) attn_dec_f16_g1_t;
+template [[host_name("attn_decode_f16_f32_g1")]] kernel attn_dec_f16_g1_t attn_decode<half, half4, 1>;
+typedef decltype(attn_decode<half, half4, 2>) attn_dec_f16_g2_t;
+template [[host_name("attn_decode_f16_f32_g2")]] kernel attn_dec_f16_g2_t attn_decode<half, half4, 2>;
+typedef decltype(attn_decode<half, half4, 4>) attn_dec_f16_g4_t;
+template [[host_name("attn_decode_f16_f32_g4")]] kernel attn_dec_f16_g4_t attn_decode<half, half4, 4>;
+typedef decltype(attn_decode<half, half4, 8>) attn_dec_f16_g8_t;
+template [[host_name("attn_decode_f16_f32_g8")]] kernel attn_dec_f16_g8_t attn_decode<half, half4, 8>;
 
-// attn_reduce_nv_f32: out (rows·head_dim) from attn_decode_nv's partials, one
-// threadgroup of ANV_TG threads per row (query head): M = max_s m_s and
+// attn_reduce_f32: out (rows·head_dim) from attn_decode's partials, one
+// threadgroup of ADEC_TG threads per row (query head): M = max_s m_s and
 // den = Σ_s d_s·e^(m_s−M) with the threads striding the splits (simd_max,
 // simd_sum, then the 4 simdgroups' in order), the weights e^(m_s−M) kept in
 // threadgroup memory (splits floats), then thread c sums Σ_s w_s·o_s[c] with
-// ANV_U partials in flight and writes it times 1/den. Splits ≤ 4096.
-kernel void attn_reduce_nv_f32(
+// ADEC_U partials in flight and writes it times 1/den. Splits ≤ 4096.
+kernel void attn_reduce_f32(
         constant attn_reduce_args & args [[buffer(0)]],
         device const float        * part [[buffer(1)]],
         device       float        * out  [[buffer(2)]],
@@ -258,10 +259,10 @@ kernel void attn_reduce_nv_f32(
         ushort lane [[thread_index_in_simdgroup]]) {
     const uint Dh = args.head_dim, S = args.splits, stride = Dh + 2;
     device const float * p = part + (ulong)row * S * stride;
-    threadgroup float * red = w + S; // ANV_TG/32 partial maxima, then sums
+    threadgroup float * red = w + S; // ADEC_TG/32 partial maxima, then sums
 
-    float mx = ANV_NEG;
-    for (uint s = tid; s < S; s += ANV_TG) {
+    float mx = ADEC_NEG;
+    for (uint s = tid; s < S; s += ADEC_TG) {
         mx = max(mx, p[s * stride]);
     }
     mx = simd_max(mx);
@@ -270,13 +271,13 @@ kernel void attn_reduce_nv_f32(
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     float M = red[0];
-    for (uint i = 1; i < ANV_TG / 32; i++) {
+    for (uint i = 1; i < ADEC_TG / 32; i++) {
         M = max(M, red[i]);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup); // red is reused below
-    // A split that saw no key has m = ANV_NEG, d = 0, o = 0: weight 0.
+    // A split that saw no key has m = ADEC_NEG, d = 0, o = 0: weight 0.
     float den = 0.0f;
-    for (uint s = tid; s < S; s += ANV_TG) {
+    for (uint s = tid; s < S; s += ADEC_TG) {
         const float e = exp(p[s * stride] - M);
         w[s] = e;
         den += p[s * stride + 1] * e;
@@ -287,20 +288,20 @@ kernel void attn_reduce_nv_f32(
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     den = red[0];
-    for (uint i = 1; i < ANV_TG / 32; i++) {
+    for (uint i = 1; i < ADEC_TG / 32; i++) {
         den += red[i];
     }
     const float inv = 1.0f / den;
-    for (uint c = tid; c < Dh; c += ANV_TG) {
+    for (uint c = tid; c < Dh; c += ADEC_TG) {
         float acc = 0.0f;
-        for (uint s0 = 0; s0 < S; s0 += ANV_U) {
-            float o[ANV_U];
+        for (uint s0 = 0; s0 < S; s0 += ADEC_U) {
+            float o[ADEC_U];
             #pragma unroll
-            for (uint u = 0; u < ANV_U; u++) {
+            for (uint u = 0; u < ADEC_U; u++) {
                 o[u] = s0 + u < S ? p[(s0 + u) * stride + 2 + c] : 0.0f;
             }
             #pragma unroll
-            for (uint u = 0; u < ANV_U; u++) {
+            for (uint u = 0; u < ADEC_U; u++) {
                 if (s0 + u < S) {
                     acc += w[s0 + u] * o[u];
                 }
