@@ -392,8 +392,8 @@ func parseTools(raw, choice json.RawMessage) (*tools, error) {
 
 // forcedGrammar returns the grammar of one call in format f to the function
 // tool_choice names, or to any tool for required; nil otherwise. A tool
-// whose parameters are outside the supported schema subset gets any JSON
-// object as arguments.
+// whose parameters are not "type": "object" within the supported schema
+// subset gets any JSON object as arguments.
 func (t *tools) forcedGrammar(f toolFormat) (*constrain.Grammar, error) {
 	if t == nil || (t.choice != "required" && t.choice != "function") {
 		return nil, nil
@@ -409,10 +409,7 @@ func (t *tools) forcedGrammar(f toolFormat) (*constrain.Grammar, error) {
 	var alts []string
 	for _, n := range names {
 		params := t.params[n]
-		if isNull(params) {
-			params = json.RawMessage(`{"type":"object"}`)
-		}
-		if _, err := constrain.CompileSchema(params); err != nil {
+		if !objectSchema(params) {
 			params = json.RawMessage(`{"type":"object"}`)
 		}
 		name, _ := json.Marshal(n)
@@ -431,7 +428,20 @@ func (t *tools) forcedGrammar(f toolFormat) (*constrain.Grammar, error) {
 	}
 	g, err := constrain.CompileSchema([]byte(schema))
 	if err != nil {
-		return nil, fmt.Errorf("server: tool call grammar: %w", err)
+		return nil, badRequest("tools", "the forced call's grammar: %v", err)
 	}
 	return g.Wrap(prefix, suffix), nil
+}
+
+// objectSchema reports whether a tool's parameters are a schema of objects
+// within the supported subset, which a forced call's arguments can follow.
+func objectSchema(params json.RawMessage) bool {
+	var s struct {
+		Type json.RawMessage `json:"type"`
+	}
+	if isNull(params) || json.Unmarshal(params, &s) != nil || string(s.Type) != `"object"` {
+		return false
+	}
+	_, err := constrain.CompileSchema(params)
+	return err == nil
 }

@@ -502,3 +502,45 @@ func TestForcedCallRealVocab(t *testing.T) {
 		t.Errorf("the forced reply does not parse: %q", reply)
 	}
 }
+
+// TestForcedGrammarParams: a forced call's arguments follow the tool's
+// parameters when they are an object schema of the supported subset, and
+// are any object otherwise; every forced reply parses as a call.
+func TestForcedGrammarParams(t *testing.T) {
+	for _, tc := range []struct {
+		name, params string
+		want         string // a reply the grammar must accept
+		bad          string // one it must refuse ("" : none)
+	}{
+		{"object schema", `{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`, `{"name":"f","parameters":{"n":1}}`, `{"name":"f","parameters":{"x":1}}`},
+		{"no parameters", ``, `{"name":"f","parameters":{"x":[1]}}`, `{"name":"f","parameters":5}`},
+		{"empty schema", `{}`, `{"name":"f","parameters":{}}`, `{"name":"f","parameters":"s"}`},
+		{"unsupported keyword", `{"type":"object","properties":{"d":{"type":"string","format":"date"}}}`, `{"name":"f","parameters":{"x":null}}`, `{"name":"f","parameters":[]}`},
+		{"string schema", `{"type":"string"}`, `{"name":"f","parameters":{}}`, `{"name":"f","parameters":"s"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tool := `{"type":"function","function":{"name":"f"}}`
+			if tc.params != "" {
+				tool = `{"type":"function","function":{"name":"f","parameters":` + tc.params + `}}`
+			}
+			tl, err := parseTools(json.RawMessage(`[`+tool+`]`), json.RawMessage(`"required"`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := tl.forcedGrammar(formatJSON)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := constrain.NewVocab(0, nil, nil)
+			if m := constrain.NewMatcher(g, v); !m.AcceptBytes([]byte(tc.want)) || !m.Complete() {
+				t.Errorf("%s refused", tc.want)
+			}
+			if _, calls := parseToolCalls(tc.want, tl.names); len(calls) != 1 {
+				t.Errorf("%s does not parse as a call", tc.want)
+			}
+			if m := constrain.NewMatcher(g, v); tc.bad != "" && m.AcceptBytes([]byte(tc.bad)) && m.Complete() {
+				t.Errorf("%s accepted", tc.bad)
+			}
+		})
+	}
+}
