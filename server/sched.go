@@ -213,8 +213,10 @@ func (sl *poolSlot) run(ctx context.Context, seq *sequence, emit func(step) bool
 
 // runLogits generates on the host from each step's logits, as
 // model.Session.Generate does with Logprobs (the same sampler, so the same
-// tokens for the same seed), adding each token's top alternatives and, with
-// scorePrompt, the prompt's logprobs.
+// tokens for the same seed), adding each token's logprob and top
+// alternatives when asked and, with scorePrompt, the prompt's logprobs. With
+// a grammar, the sampler sees the logits of the tokens it allows, the others
+// -Inf.
 func (sl *poolSlot) runLogits(ctx context.Context, raw *model.Session, seq *sequence, emit func(step) bool) (seqResult, error) {
 	var res seqResult
 	cancelled := func(err error) (seqResult, error) {
@@ -290,7 +292,11 @@ func (sl *poolSlot) runLogits(ctx context.Context, raw *model.Session, seq *sequ
 			}
 		}
 		history = append(history, tok)
-		if !emit(scoreStep(logits, tok, seq.topK)) {
+		st := step{id: tok}
+		if seq.opts.Logprobs {
+			st = scoreStep(logits, tok, seq.topK)
+		}
+		if !emit(st) {
 			res.stop = model.StopCaller
 			return res, nil
 		}
