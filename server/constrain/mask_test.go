@@ -42,7 +42,15 @@ const demoDir = "../../internal/demo/tinycode-llama"
 // exactly the tokens whose bytes the grammar accepts from that state (and
 // EOS exactly when the document is complete).
 func TestMaskExact(t *testing.T) {
-	v := testVocab(t, demoDir, 2)
+	for _, vc := range []struct{ name, dir string }{
+		{"byte-level", demoDir},
+		{"sentencepiece", filepath.Join("..", "..", "tokenize", "testdata", "tok-spm")},
+	} {
+		t.Run(vc.name, func(t *testing.T) { maskExact(t, testVocab(t, vc.dir, 2)) })
+	}
+}
+
+func maskExact(t *testing.T, v *Vocab) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	schemas := []string{
 		"",
