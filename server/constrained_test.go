@@ -371,7 +371,7 @@ func TestChatResponseFormat(t *testing.T) {
 		{"json_object", `{"type":"json_object"}`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			body := `{"messages":[{"role":"user","content":"a person"}],"max_tokens":80,"temperature":0.8,"seed":7,"n":4,"response_format":` + tc.format + `}`
+			body := `{"messages":[{"role":"user","content":"a person"}],"max_tokens":80,"temperature":0.8,"seed":7,"n":4,"logprobs":true,"top_logprobs":2,"response_format":` + tc.format + `}`
 			resp, b := post(t, t.Context(), ts.URL+"/v1/chat/completions", body)
 			if resp.StatusCode != 200 {
 				t.Fatalf("status %d: %s", resp.StatusCode, b)
@@ -379,6 +379,13 @@ func TestChatResponseFormat(t *testing.T) {
 			c := decode[chatCompletion](t, b)
 			done := 0
 			for _, ch := range c.Choices {
+				var spelled string
+				for _, lp := range ch.Logprobs.Content {
+					spelled += lp.Token
+				}
+				if spelled != ch.Message.Content || len(ch.Logprobs.Content[0].TopLogprobs) != 2 {
+					t.Errorf("choice %d: logprobs spell %q, content %q", ch.Index, spelled, ch.Message.Content)
+				}
 				if ch.FinishReason == "length" {
 					continue
 				}
