@@ -93,7 +93,11 @@ func (m *Metal) MatMul(dst, x, w *Tensor) {
 	a := matvecArgs{K: uint32(K), N: uint32(N), GroupSize: uint32(w.GroupSize), L: uint32(L)}
 	if L == 1 {
 		// (⌈N/8⌉, L) threadgroups of 2 simdgroups, 4 rows each.
-		m.begin(matvecNames[w.DType])
+		name := matvecNames[w.DType]
+		if !w.DType.Quantized() && K%8 == 0 && w.Off%16 == 0 && x.Off%16 == 0 {
+			name += "_v8" // 16-byte loads, no tail
+		}
+		m.begin(name)
 		setArgs(m, a)
 		m.bindMat(w, x, dst)
 		m.run(metal.Size{W: (N + mvRows*mvSG - 1) / (mvRows * mvSG), H: L, D: 1}, metal.Size{W: 32 * mvSG, H: 1, D: 1})

@@ -23,7 +23,7 @@ func matmulCases(quant bool) []matmulCase {
 	var cs []matmulCase
 	for _, L := range []int{1, 2, 7, 9, 33} {
 		for _, N := range []int{1, 7, 31, 32, 33, 65} {
-			Ks := []int{1, 3, 31, 32, 33, 63, 64, 65, 129}
+			Ks := []int{1, 3, 8, 31, 32, 33, 63, 64, 65, 129, 264} // 8, 32, 64, 264: the _v8 mat-vecs (264: a step and a partial one)
 			if quant {
 				Ks = []int{32, 64, 128, 256, 384}
 			}
@@ -95,6 +95,13 @@ func TestMetalMatMul(t *testing.T) {
 			}
 			t.Logf("worst NMSE %.2g, max-abs %.2g", worstN, worstA)
 		})
+	}
+	for _, dt := range []DType{DTypeF32, DTypeF16, DTypeBF16} {
+		for _, name := range []string{"matvec_" + dt.String() + "_f32", "matvec_" + dt.String() + "_f32_v8"} {
+			if m.pipes[name] == nil {
+				t.Errorf("%s never ran", name)
+			}
+		}
 	}
 }
 

@@ -75,6 +75,72 @@ template [[host_name("matvec_f16_f32")]]  kernel void matvec_dense<half>(
 template [[host_name("matvec_bf16_f32")]] kernel void matvec_dense<ushort>(
         constant matvec_args &, device const ushort *, device const float *, device float *, uint2, ushort, ushort);
 
+// matvec_<f32|f16|bf16>_f32_v8: matvec_dense for K a multiple of 8 with w
+// and x 16-byte aligned (the host checks, else it runs matvec_dense): each
+// lane takes 8 columns a step, one or two 16-byte loads of a row (two float4
+// for f32; 8 halves or bf16 words for 16-bit weights) and two float4 of x,
+// shared by the simdgroup's 4 rows. No tail: the trip count is K/256 steps
+// (+1 for the lanes below K mod 256). Numerics: per step the 8 products are
+// summed as two float4 dots, then added to the lane's partial.
+inline float4 wv_lo(uint4 u, half) { return float4(float2(as_type<half2>(u.x)), float2(as_type<half2>(u.y))); }
+inline float4 wv_hi(uint4 u, half) { return float4(float2(as_type<half2>(u.z)), float2(as_type<half2>(u.w))); }
+inline float4 wv_lo(uint4 u, ushort) {
+    return float4(as_type<float>(u.x << 16), as_type<float>(u.x & 0xffff0000u), as_type<float>(u.y << 16), as_type<float>(u.y & 0xffff0000u));
+}
+inline float4 wv_hi(uint4 u, ushort) {
+    return float4(as_type<float>(u.z << 16), as_type<float>(u.z & 0xffff0000u), as_type<float>(u.w << 16), as_type<float>(u.w & 0xffff0000u));
+}
+
+inline float4 wv_lo(uint4 u, float) { return as_type<float4>(u); } // f32 loads float4s itself: never called
+inline float4 wv_hi(uint4 u, float) { return as_type<float4>(u); }
+
+template <typename T>
+kernel void matvec_dense_v8(
+        constant matvec_args & args [[buffer(0)]],
+        device const T       * w    [[buffer(1)]],
+        device const float   * x    [[buffer(2)]],
+        device       float   * y    [[buffer(3)]],
+        uint2  tg   [[threadgroup_position_in_grid]],
+        ushort sg   [[simdgroup_index_in_threadgroup]],
+        ushort lane [[thread_index_in_simdgroup]]) {
+    const uint K = args.K, N = args.N;
+    const uint r0 = (tg.x * MV_SG + sg) * MV_ROWS;
+    device const float * xr = x + (ulong)tg.y * K;
+    float acc[MV_ROWS] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (uint k = lane * 8; k < K; k += 32 * 8) {
+        const float4 x0 = *(device const float4 *)(xr + k), x1 = *(device const float4 *)(xr + k + 4);
+        #pragma unroll
+        for (uint r = 0; r < MV_ROWS; r++) {
+            if (r0 + r < N) {
+                device const T * wr = w + (ulong)(r0 + r) * K + k;
+                float4 w0, w1;
+                if (sizeof(T) == 4) {
+                    w0 = *(device const float4 *)wr;
+                    w1 = *(device const float4 *)(wr + 4);
+                } else {
+                    const uint4 u = *(device const uint4 *)wr;
+                    w0 = wv_lo(u, T(0));
+                    w1 = wv_hi(u, T(0));
+                }
+                acc[r] += dot(w0, x0) + dot(w1, x1);
+            }
+        }
+    }
+    for (uint r = 0; r < MV_ROWS; r++) {
+        const float s = simd_sum(acc[r]);
+        if (lane == 0 && r0 + r < N) {
+            y[(ulong)tg.y * N + r0 + r] = s;
+        }
+    }
+}
+
+template [[host_name("matvec_f32_f32_v8")]]  kernel void matvec_dense_v8<float>(
+        constant matvec_args &, device const float *, device const float *, device float *, uint2, ushort, ushort);
+template [[host_name("matvec_f16_f32_v8")]]  kernel void matvec_dense_v8<half>(
+        constant matvec_args &, device const half *, device const float *, device float *, uint2, ushort, ushort);
+template [[host_name("matvec_bf16_f32_v8")]] kernel void matvec_dense_v8<ushort>(
+        constant matvec_args &, device const ushort *, device const float *, device float *, uint2, ushort, ushort);
+
 // load_codes returns the 8 codes of BITS bits starting at p (BITS bytes, a
 // little-endian bitstream), code i in bits [i·BITS, (i+1)·BITS).
 template <int BITS>
