@@ -1,6 +1,9 @@
 package constrain
 
-import "slices"
+import (
+	"encoding/binary"
+	"slices"
+)
 
 // byteSet is a set of bytes, one bit each.
 type byteSet [4]uint64
@@ -48,15 +51,23 @@ type Grammar struct {
 // the server build an unbounded one.
 const maxGrammarElems = 1 << 18
 
-// builder builds a Grammar, with JSON's common rules made once.
+// builder builds a Grammar, with JSON's common rules made once and equal
+// rules shared: a schema that repeats a subschema (anyOf alternatives, the
+// same property type) compiles each once, so that matcher stacks through
+// them are equal and merge.
 type builder struct {
 	g                                    *Grammar
 	ws, value, str, number, integer, obj int32 // common rules; -1 until made
 	tooBig                               bool
+
+	rules  map[string]int32 // rules made by rule, by their alternatives
+	arrays map[[3]int]int32 // arrayRule's by item rule, min, max
+	maps   map[int32]int32  // mapRule's by value rule
 }
 
 func newBuilder() *builder {
-	return &builder{g: &Grammar{}, ws: -1, value: -1, str: -1, number: -1, integer: -1, obj: -1}
+	return &builder{g: &Grammar{}, ws: -1, value: -1, str: -1, number: -1, integer: -1, obj: -1,
+		rules: map[string]int32{}, arrays: map[[3]int]int32{}, maps: map[int32]int32{}}
 }
 
 // newRule reserves a rule to be given its alternatives with setRule, so
@@ -78,10 +89,25 @@ func (b *builder) setRule(r int32, alts ...[]elem) {
 	}
 }
 
-// rule makes a rule of alts.
+// rule returns a rule of alts: an equal one made before, or a new one.
 func (b *builder) rule(alts ...[]elem) int32 {
+	var key []byte
+	for _, a := range alts {
+		key = binary.LittleEndian.AppendUint32(key, uint32(len(a)))
+		for _, e := range a {
+			key = append(key, byte(e.kind))
+			key = binary.LittleEndian.AppendUint32(key, uint32(e.rule))
+			for _, w := range e.set {
+				key = binary.LittleEndian.AppendUint64(key, w)
+			}
+		}
+	}
+	if r, ok := b.rules[string(key)]; ok {
+		return r
+	}
 	r := b.newRule()
 	b.setRule(r, alts...)
+	b.rules[string(key)] = r
 	return r
 }
 
@@ -194,14 +220,23 @@ func (b *builder) objectRule() int32 {
 
 // mapRule: an object of any keys, each value of rule v.
 func (b *builder) mapRule(v int32) int32 {
+	if r, ok := b.maps[v]; ok {
+		return r
+	}
 	kv := b.rule(seq(one(ref(b.strRule())), lit(":"), one(ref(b.wsRule())), one(ref(v))))
 	rest := b.newRule()
 	b.setRule(rest, seq(lit(","), one(ref(b.wsRule())), one(ref(kv)), one(ref(rest))), nil)
-	return b.rule(lit("{}"), seq(lit("{"), one(ref(kv)), one(ref(rest)), lit("}")))
+	r := b.rule(lit("{}"), seq(lit("{"), one(ref(kv)), one(ref(rest)), lit("}")))
+	b.maps[v] = r
+	return r
 }
 
 // arrayRule: an array of min to max (-1: any number of) items of rule item.
 func (b *builder) arrayRule(item int32, min, max int) int32 {
+	key := [3]int{int(item), min, max}
+	if r, ok := b.arrays[key]; ok {
+		return r
+	}
 	sep := seq(lit(","), one(ref(b.wsRule())), one(ref(item)))
 	// tail(j): what may follow j items.
 	var tail int32
@@ -228,7 +263,9 @@ func (b *builder) arrayRule(item int32, min, max int) int32 {
 	if max != 0 {
 		alts = append(alts, seq(lit("["), one(ref(item)), one(ref(tail)), lit("]")))
 	}
-	return b.rule(alts...)
+	r := b.rule(alts...)
+	b.arrays[key] = r
+	return r
 }
 
 // Wrap returns the grammar of g's documents between the literal bytes

@@ -81,7 +81,13 @@ func (m *Matcher) expand(out []int32, fi int32, depth int) []int32 {
 	if e.kind != elemRule {
 		return append(out, fi)
 	}
-	cont := m.push(f.alt, f.pos+1, 0, f.parent)
+	// The caller's continuation; a reference that ends its alternative
+	// continues the caller's caller (a tail call), so that stacks which
+	// differ only in finished frames are equal and dedup merges them.
+	cont := f.parent
+	if int(f.pos)+1 < len(alt) {
+		cont = m.push(f.alt, f.pos+1, 0, f.parent)
+	}
 	for _, a := range m.g.rules[e.rule] {
 		out = m.expand(out, m.push(a, 0, 0, cont), depth+1)
 	}

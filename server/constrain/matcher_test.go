@@ -196,3 +196,27 @@ func TestLargeEnum(t *testing.T) {
 		t.Errorf("%d stacks after a shared prefix", len(m.state))
 	}
 }
+
+// TestEqualAlternativesMerge: anyOf alternatives that compile to equal rules
+// leave one matcher stack, not one each (equal rules are shared and a
+// reference that ends its alternative is a tail call), so a schema of many
+// equal alternatives costs what one does.
+func TestEqualAlternativesMerge(t *testing.T) {
+	alts := func(s string, n int) string {
+		return `{"anyOf":[` + strings.TrimSuffix(strings.Repeat(s+",", n), ",") + `]}`
+	}
+	for _, tc := range []struct{ schema, prefix string }{
+		{alts(`{"type":"string"}`, 256), `"ab`},
+		{alts(`{"type":"array","items":{"type":"string"}}`, 64), `["x", `},
+		{alts(`{"type":"object","properties":{"a":{"type":"string"}}}`, 64), `{"a":"`},
+		{`{"anyOf":[{"anyOf":[{"type":"string"},{"type":"string"}]},{"anyOf":[{"type":"string"},{"type":"string"}]}]}`, `"`},
+	} {
+		m := NewMatcher(mustCompile(t, tc.schema), NewVocab(0, nil, nil))
+		if !m.AcceptBytes([]byte(tc.prefix)) {
+			t.Fatalf("%s refused", tc.prefix)
+		}
+		if len(m.state) != 1 {
+			t.Errorf("%.60s… after %s: %d stacks, want 1", tc.schema, tc.prefix, len(m.state))
+		}
+	}
+}
