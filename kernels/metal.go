@@ -38,6 +38,7 @@ type Metal struct {
 	nv        *nvTable                                         // the (scale, bias) pairs Upload made for shapeNVIDIA, shared with the streams
 	nvGeom    func(dt DType, rows, K int) (laneShift, nsg int) // tests: a fixed geometry instead of nvGeom's
 	nvNoStage bool                                             // tests: the matvec_*_nv kernels that read x from device memory
+	noV16     bool                                             // tests: matvec_q4/q8_f32 instead of their _v16 forms
 	pipes     map[string]metal.Pipeline
 	bufs      []metal.Buffer // every buffer this backend made, released by Close
 	maps      []*mapping     // host regions wrapped by Map

@@ -94,8 +94,11 @@ func (m *Metal) MatMul(dst, x, w *Tensor) {
 	if L == 1 {
 		// (⌈N/8⌉, L) threadgroups of 2 simdgroups, 4 rows each.
 		name := matvecNames[w.DType]
-		if !w.DType.Quantized() && K%8 == 0 && w.Off%16 == 0 && x.Off%16 == 0 {
+		switch {
+		case !w.DType.Quantized() && K%8 == 0 && w.Off%16 == 0 && x.Off%16 == 0:
 			name += "_v8" // 16-byte loads, no tail
+		case (w.DType == DTypeQ4 || w.DType == DTypeQ8) && w.Off%2 == 0 && x.Off%16 == 0 && !m.noV16:
+			name += "_v16" // 16 codes a lane, masked in place against pre-scaled x
 		}
 		m.begin(name)
 		setArgs(m, a)

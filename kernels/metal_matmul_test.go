@@ -48,8 +48,21 @@ func matmulCases(quant bool) []matmulCase {
 
 func TestMetalMatMul(t *testing.T) {
 	m := testMetal(t)
+	type run struct {
+		dt    DType
+		noV16 bool // q4 and q8 again, with matvec_q instead of matvec_q_v16
+	}
+	var runs []run
 	for _, dt := range []DType{DTypeF32, DTypeF16, DTypeBF16, DTypeQ2, DTypeQ3, DTypeQ4, DTypeQ5, DTypeQ6, DTypeQ8} {
-		t.Run("w="+dt.String(), func(t *testing.T) {
+		runs = append(runs, run{dt: dt})
+	}
+	runs = append(runs, run{DTypeQ4, true}, run{DTypeQ8, true})
+	for _, r := range runs {
+		dt, name := r.dt, "w="+r.dt.String()
+		if m.noV16 = r.noV16; r.noV16 {
+			name += "/matvec_q"
+		}
+		t.Run(name, func(t *testing.T) {
 			var worstN, worstA float64
 			for i, tc := range matmulCases(dt.Quantized()) {
 				if dt.Quantized() && (dt == DTypeQ2 || dt == DTypeQ3 || dt == DTypeQ5 || dt == DTypeQ6) && i%3 != 0 {
@@ -95,6 +108,12 @@ func TestMetalMatMul(t *testing.T) {
 			}
 			t.Logf("worst NMSE %.2g, max-abs %.2g", worstN, worstA)
 		})
+	}
+	m.noV16 = false
+	for _, name := range []string{"matvec_q4_f32", "matvec_q4_f32_v16", "matvec_q8_f32", "matvec_q8_f32_v16"} {
+		if m.pipes[name] == nil && m.shape != shapeNVIDIA {
+			t.Errorf("%s never ran", name)
+		}
 	}
 	for _, dt := range []DType{DTypeF32, DTypeF16, DTypeBF16} {
 		for _, name := range []string{"matvec_" + dt.String() + "_f32", "matvec_" + dt.String() + "_f32_v8"} {

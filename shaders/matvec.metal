@@ -205,6 +205,85 @@ kernel void matvec_q(
     }
 }
 
+// matvec_q4_f32_v16, matvec_q8_f32_v16: the 4- and 8-bit matvec_q shaped
+// after MLX's qmv_fast: a lane takes 16 codes a step (one 8- or 16-byte load
+// a row, 512 columns a simdgroup step for q4) and multiplies the codes in
+// place, masked but not shifted, against x pre-scaled by the mask's weight:
+// within each 16-bit word, code j sits at bits [j·BITS, (j+1)·BITS), so
+// (word & mask_j)·(x_j·2^(−j·BITS)) = q_j·x_j exactly (both factors are
+// exact in float: the masked word is an integer < 2^16, the scaling a power
+// of two). That leaves an AND, a convert and an FMA per code, where matvec_q
+// shifts a 64-bit word per code. Σx for the bias fold as in matvec_q. K is
+// a multiple of 32 and so of 16: a lane's 16 codes never straddle K or a
+// group; lanes past K in the last step idle.
+template <int BITS>
+kernel void matvec_q_v16(
+        constant matvec_args & args   [[buffer(0)]],
+        device const uchar   * w      [[buffer(1)]],
+        device const float   * x      [[buffer(2)]],
+        device       float   * y      [[buffer(3)]],
+        device const float   * scales [[buffer(4)]],
+        device const float   * biases [[buffer(5)]],
+        uint2  tg   [[threadgroup_position_in_grid]],
+        ushort sg   [[simdgroup_index_in_threadgroup]],
+        ushort lane [[thread_index_in_simdgroup]]) {
+    constexpr uint PW = 16 / BITS;         // codes per 16-bit word
+    constexpr uint NW = 16 / PW;           // words per 16 codes
+    const uint K = args.K, N = args.N, G = args.group_size;
+    const uint ng = K / G;                 // groups per row
+    const uint rb = K / 8 * BITS;          // bytes per row
+    const uint r0 = (tg.x * MV_SG + sg) * MV_ROWS;
+    device const float * xr = x + (ulong)tg.y * K;
+    float acc[MV_ROWS] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (uint k = lane * 16; k < K; k += 32 * 16) {
+        float xs[16];
+        float sx = 0.0f;
+        #pragma unroll
+        for (uint i = 0; i < 16; i += 4) {
+            const float4 v = *(device const float4 *)(xr + k + i);
+            sx += (v.x + v.y) + (v.z + v.w);
+            xs[i] = v.x;
+            xs[i + 1] = v.y;
+            xs[i + 2] = v.z;
+            xs[i + 3] = v.w;
+        }
+        #pragma unroll
+        for (uint i = 0; i < 16; i++) {
+            xs[i] *= 1.0f / float(1u << (BITS * (i % PW))); // a power of two: exact
+        }
+        const uint g = k / G;
+        #pragma unroll
+        for (uint r = 0; r < MV_ROWS; r++) {
+            if (r0 + r < N) {
+                device const ushort * wp = (device const ushort *)(w + (ulong)(r0 + r) * rb + k / 8 * BITS);
+                ushort ws[NW];
+                #pragma unroll
+                for (uint j = 0; j < NW; j++) {
+                    ws[j] = wp[j];
+                }
+                float sq = 0.0f;
+                #pragma unroll
+                for (uint i = 0; i < 16; i++) {
+                    const uint mask = ((1u << BITS) - 1) << (BITS * (i % PW));
+                    sq += float(ws[i / PW] & mask) * xs[i];
+                }
+                const ulong sb = (ulong)(r0 + r) * ng + g;
+                acc[r] += scales[sb] * sq + biases[sb] * sx;
+            }
+        }
+    }
+    for (uint r = 0; r < MV_ROWS; r++) {
+        const float s = simd_sum(acc[r]);
+        if (lane == 0 && r0 + r < N) {
+            y[(ulong)tg.y * N + r0 + r] = s;
+        }
+    }
+}
+
+typedef decltype(matvec_q_v16<4>) matvec_q_v16_t;
+template [[host_name("matvec_q4_f32_v16")]] kernel matvec_q_v16_t matvec_q_v16<4>;
+template [[host_name("matvec_q8_f32_v16")]] kernel matvec_q_v16_t matvec_q_v16<8>;
+
 typedef decltype(matvec_q<4>) matvec_q_t;
 template [[host_name("matvec_q2_f32")]] kernel matvec_q_t matvec_q<2>;
 template [[host_name("matvec_q3_f32")]] kernel matvec_q_t matvec_q<3>;
