@@ -5,12 +5,17 @@ import (
 	"path/filepath"
 )
 
-// Estimate returns, without loading, the bytes a model directory will occupy on a
+// Estimate returns, without loading, the bytes a model directory (or GGUF file) will occupy on a
 // device with options o and one session with options so: the weights (from the
 // safetensors files' sizes, scaled down when o.Quant quantizes them on load) and
 // the session's KV cache and activations. It is what memory admission compares
 // with a device's working-set limit.
 func Estimate(dir string, o Options, so SessionOptions) (weights, session int64, err error) {
+	if path, ok, err := GGUFFile(dir); err != nil {
+		return 0, 0, err
+	} else if ok {
+		return estimateGGUF(path, o, so)
+	}
 	cfg, err := loadConfig(dir)
 	if err != nil {
 		return 0, 0, err

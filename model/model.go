@@ -54,8 +54,9 @@ func kvTypeError(name string) error {
 // read-only after Load and safe for concurrent use; [Model.NewSession] makes
 // the sessions that run it.
 type Model struct {
-	Config *Config
-	EOS    []int32 // generation stops on any of these
+	Config    *Config
+	EOS       []int32 // generation stops on any of these
+	GGUFTypes string  // a GGUF file's tensor types and counts, "Q4_K×13 Q6_K×3 F32×6"; "" for safetensors
 
 	b       kernels.Backend // weights were uploaded through it; sessions run streams of it
 	ownB    bool
@@ -71,8 +72,14 @@ type Model struct {
 	sessions map[*Session]struct{} // open sessions, closed with the model
 }
 
-// Load opens a Hugging Face model directory.
+// Load opens a Hugging Face model directory, or a GGUF file (or a directory
+// holding one GGUF model and no config.json).
 func Load(ctx context.Context, dir string, o Options) (*Model, error) {
+	if path, ok, err := GGUFFile(dir); err != nil {
+		return nil, err
+	} else if ok {
+		return loadGGUF(ctx, path, o)
+	}
 	cfg, err := loadConfig(dir)
 	if err != nil {
 		return nil, err

@@ -182,7 +182,7 @@ func TestCLIErrors(t *testing.T) {
 		{[]string{"-prompt", "x", "extra"}, 2, `unexpected argument "extra"`},
 		{[]string{"-model", "/nonexistent", "-prompt-ids", "1"}, 1, "no directory /nonexistent"},
 		{[]string{"-model", "Qwen/Qwen3-0.6B", "-prompt-ids", "1"}, 1, "huggingface-cli download Qwen/Qwen3-0.6B"},
-		{[]string{"-model", ggufFile(t), "-prompt-ids", "1"}, 1, "GGUF is not supported yet"},
+		{[]string{"-model", ggufFile(t), "-prompt-ids", "1"}, 1, "model.gguf: header: unexpected end of file"},
 		{[]string{"-chat"}, 1, "no chat template"},
 	} {
 		var out, errb bytes.Buffer

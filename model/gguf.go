@@ -1,0 +1,551 @@
+package model
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"unsafe"
+
+	"github.com/ingot-llm/ingot/gguf"
+)
+
+// ggufArchs maps GGUF's general.architecture to the Hugging Face architecture
+// whose switches (model/arch.go) the GGUF layout matches, and says whether the
+// converter permuted the q and k rows for interleaved RoPE (see unpermute).
+var ggufArchs = map[string]struct {
+	hf       string
+	permuted bool
+}{
+	"llama": {"LlamaForCausalLM", true},
+	"qwen2": {"Qwen2ForCausalLM", false},
+	"qwen3": {"Qwen3ForCausalLM", false},
+}
+
+// ggufNames maps GGUF tensor names to the Hugging Face names the loader asks
+// for. Per-layer entries are suffixes of "blk.{i}." and "model.layers.{i}.".
+var (
+	ggufGlobal = map[string]string{
+		"token_embd.weight":  "model.embed_tokens.weight",
+		"output_norm.weight": "model.norm.weight",
+		"output.weight":      "lm_head.weight",
+	}
+	ggufLayer = map[string]string{
+		"attn_norm.weight":   "input_layernorm.weight",
+		"attn_q.weight":      "self_attn.q_proj.weight",
+		"attn_k.weight":      "self_attn.k_proj.weight",
+		"attn_v.weight":      "self_attn.v_proj.weight",
+		"attn_output.weight": "self_attn.o_proj.weight",
+		"attn_q.bias":        "self_attn.q_proj.bias",
+		"attn_k.bias":        "self_attn.k_proj.bias",
+		"attn_v.bias":        "self_attn.v_proj.bias",
+		"attn_q_norm.weight": "self_attn.q_norm.weight",
+		"attn_k_norm.weight": "self_attn.k_norm.weight",
+		"ffn_norm.weight":    "post_attention_layernorm.weight",
+		"ffn_gate.weight":    "mlp.gate_proj.weight",
+		"ffn_up.weight":      "mlp.up_proj.weight",
+		"ffn_down.weight":    "mlp.down_proj.weight",
+	}
+)
+
+// ggufSplitPart matches the name of a part of a split GGUF file.
+var ggufSplitPart = regexp.MustCompile(`^(.*)-(\d{5})-of-(\d{5})\.gguf$`)
+
+// GGUFFile returns the GGUF file a model path names: the path itself if it is
+// a .gguf file, or the one GGUF model (the first part, if split) in a
+// directory that has no config.json. ok is false for anything else; a
+// directory holding several GGUF models is an error.
+func GGUFFile(path string) (file string, ok bool, err error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", false, nil // let the directory loader explain
+	}
+	if !st.IsDir() {
+		return path, strings.EqualFold(filepath.Ext(path), ".gguf"), nil
+	}
+	if _, err := os.Stat(filepath.Join(path, "config.json")); err == nil {
+		return "", false, nil
+	}
+	files, _ := filepath.Glob(filepath.Join(path, "*.gguf"))
+	var models []string
+	for _, f := range files {
+		if m := ggufSplitPart.FindStringSubmatch(filepath.Base(f)); m != nil && m[2] != "00001" {
+			continue // a later part of a split file: opened through its first part
+		}
+		models = append(models, f)
+	}
+	switch len(models) {
+	case 0:
+		return "", false, nil
+	case 1:
+		return models[0], true, nil
+	}
+	return "", false, fmt.Errorf("model: %s holds %d GGUF models (%s, …): pass one file", path, len(models), filepath.Base(models[0]))
+}
+
+// loadGGUF opens a GGUF file (arch llama, qwen2 or qwen3; see docs/gguf.md).
+// Quantized tensors become ingot's affine form with the same values; F32, F16
+// and BF16 tensors stay views of the mapped file unless they must be reordered.
+func loadGGUF(ctx context.Context, path string, o Options) (*Model, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	m, err := buildGGUF(ctx, path, f, o)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+func buildGGUF(ctx context.Context, path string, f *gguf.File, o Options) (*Model, error) {
+	cfg, permuted, err := ggufConfig(f)
+	if errors.Is(err, ErrUnsupportedArch) {
+		return nil, fmt.Errorf("%w in %s", err, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("model: %s: %w", path, err)
+	}
+	eos, err := ggufEOS(f)
+	if err != nil {
+		return nil, fmt.Errorf("model: %s: %w", path, err)
+	}
+	files, quant, err := ggufWeights(f, cfg, permuted)
+	if err != nil {
+		return nil, fmt.Errorf("model: %s: %w", path, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	l := &loader{files: files, quant: quant, used: map[string]bool{}}
+	m, err := build(cfg, eos, l, o)
+	if err != nil {
+		return nil, fmt.Errorf("%w (in %s)", err, path)
+	}
+	m.files = files // unmaps f on Close
+	m.GGUFTypes = ggufTypeMix(f)
+	m.log.Info("gguf loaded", "file", path, "arch", ggufArchName(f), "types", m.GGUFTypes)
+	if un := l.unused(); len(un) > 0 {
+		slices.Sort(un)
+		m.log.Warn("model: unused tensors", "count", len(un), "first", un[0])
+	}
+	return m, nil
+}
+
+func ggufArchName(f *gguf.File) string {
+	s, _, _ := f.String("general.architecture")
+	return s
+}
+
+// ggufTypeMix names the tensor types of a GGUF file with their counts, most
+// common first: "Q4_K×97 F32×45 Q6_K×13" (the file's quantization mix).
+func ggufTypeMix(f *gguf.File) string {
+	n := map[gguf.Type]int{}
+	for _, t := range f.Tensors {
+		n[t.Type]++
+	}
+	types := make([]gguf.Type, 0, len(n))
+	for t := range n {
+		types = append(types, t)
+	}
+	slices.SortFunc(types, func(a, b gguf.Type) int {
+		if n[a] != n[b] {
+			return n[b] - n[a]
+		}
+		return int(a) - int(b)
+	})
+	var s []string
+	for _, t := range types {
+		s = append(s, fmt.Sprintf("%s×%d", t, n[t]))
+	}
+	return strings.Join(s, " ")
+}
+
+// ggufConfig maps the <arch>.* metadata to a Config. It reports every problem
+// at once, naming the GGUF key.
+func ggufConfig(f *gguf.File) (*Config, bool, error) {
+	name, ok, err := f.String("general.architecture")
+	if err != nil {
+		return nil, false, err
+	}
+	if !ok {
+		return nil, false, errors.New(`missing key "general.architecture"`)
+	}
+	a, known := ggufArchs[name]
+	if !known {
+		var names []string
+		for k := range ggufArchs {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		return nil, false, fmt.Errorf("%w %q (general.architecture; ingot loads %v from GGUF)", ErrUnsupportedArch, name, names)
+	}
+	var errs []error
+	uint := func(key string, required bool) int {
+		v, ok, err := f.Uint(name + "." + key)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case !ok && required:
+			errs = append(errs, fmt.Errorf("missing key %q", name+"."+key))
+		case v > 1<<30:
+			errs = append(errs, fmt.Errorf("key %q (%d) out of range", name+"."+key, v))
+		default:
+			return int(v)
+		}
+		return 0
+	}
+	float := func(key string) (float64, bool) {
+		v, ok, err := f.Float(name + "." + key)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		return v, ok && err == nil
+	}
+	c := &Config{Architectures: []string{a.hf}, ModelType: name}
+	c.HiddenSize = uint("embedding_length", true)
+	c.IntermediateSize = uint("feed_forward_length", true)
+	c.NumLayers = uint("block_count", true)
+	c.NumHeads = uint("attention.head_count", true)
+	c.NumKVHeads = uint("attention.head_count_kv", false)
+	c.HeadDim = uint("attention.key_length", false)
+	if vl := uint("attention.value_length", false); vl != 0 && vl != c.HeadDim && c.HeadDim != 0 {
+		errs = append(errs, fmt.Errorf("%s.attention.value_length (%d) differs from key_length (%d)", name, vl, c.HeadDim))
+	}
+	c.MaxPositions = uint("context_length", false)
+	if eps, ok := float("attention.layer_norm_rms_epsilon"); ok {
+		c.RMSNormEps = float32(eps)
+	} else {
+		errs = append(errs, fmt.Errorf("missing key %q", name+".attention.layer_norm_rms_epsilon"))
+	}
+	if theta, ok := float("rope.freq_base"); ok {
+		c.RopeTheta = theta
+	}
+	emb, ok := f.Tensor("token_embd.weight")
+	if !ok || len(emb.Dims) != 2 {
+		errs = append(errs, errors.New(`missing tensor "token_embd.weight" (2-D)`))
+	} else {
+		c.VocabSize = int(min(emb.Dims[1], 1<<30))
+		if v := uint("vocab_size", false); v != 0 && v != c.VocabSize {
+			errs = append(errs, fmt.Errorf("%s.vocab_size (%d) differs from the rows of token_embd.weight (%d)", name, v, c.VocabSize))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, false, errors.Join(errs...)
+	}
+	c.applyDefaults()
+	if rd := uint("rope.dimension_count", false); rd != 0 && rd != c.HeadDim {
+		c.PartialRotaryFactor = float64(rd) / float64(c.HeadDim)
+	}
+	if err := ggufRope(f, name, c); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return c, a.permuted, errors.Join(errs...)
+}
+
+// ggufRope maps the rope scaling keys and rope_freqs.weight onto c. Llama 3.x
+// files carry their llama3 scaling only as rope_freqs.weight, one divisor per
+// frequency: Config expresses that as longrope factors (the frequencies are
+// divided by them, whatever the context) with an attention factor of 1.
+func ggufRope(f *gguf.File, arch string, c *Config) error {
+	typ, _, err := f.String(arch + ".rope.scaling.type")
+	if err != nil {
+		return err
+	}
+	factor, _, err := f.Float(arch + ".rope.scaling.factor")
+	if err != nil {
+		return err
+	}
+	if lin, ok, err := f.Float(arch + ".rope.scale_linear"); err != nil {
+		return err
+	} else if ok && typ == "" {
+		typ, factor = "linear", lin
+	}
+	orig, _, err := f.Uint(arch + ".rope.scaling.original_context_length")
+	if err != nil {
+		return err
+	}
+	freqs, hasFreqs := f.Tensor("rope_freqs.weight")
+	switch typ {
+	case "", "none":
+	case "linear", "yarn":
+		if hasFreqs {
+			return fmt.Errorf("%s.rope.scaling.type %q together with tensor %q is not supported", arch, typ, "rope_freqs.weight")
+		}
+		c.RopeScaling = &RopeParams{Type: typ, Factor: factor, OriginalMax: int(min(orig, 1<<30))}
+		return nil
+	default:
+		return fmt.Errorf("%s.rope.scaling.type %q is not supported (none, linear, yarn)", arch, typ)
+	}
+	if !hasFreqs {
+		return nil
+	}
+	dim := c.HeadDim / 2 // one factor per rotated pair
+	if c.PartialRotaryFactor != 0 {
+		dim = int(float64(c.HeadDim)*c.PartialRotaryFactor) / 2
+	}
+	if freqs.Type != gguf.TypeF32 || len(freqs.Dims) != 1 || freqs.Dims[0] != uint64(dim) {
+		return fmt.Errorf("tensor %q is %s %v, want F32 [%d]", "rope_freqs.weight", freqs.Type, freqs.Dims, dim)
+	}
+	v := make([]float32, dim)
+	if err := gguf.Dequantize(v, freqs.Type, freqs.Data); err != nil {
+		return err
+	}
+	ext := make([]float64, dim)
+	for i, x := range v {
+		if !(x > 0) {
+			return fmt.Errorf("tensor %q: factor %d (%g) must be positive", "rope_freqs.weight", i, x)
+		}
+		ext[i] = float64(x)
+	}
+	one := 1.0
+	c.RopeScaling = &RopeParams{Type: "longrope", ShortFactor: ext, LongFactor: ext, AttentionFactor: &one}
+	return nil
+}
+
+// ggufEOS returns the end-of-generation ids: EOS, EOT and EOM where present.
+func ggufEOS(f *gguf.File) ([]int32, error) {
+	var ids []int32
+	for _, k := range []string{"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"} {
+		v, ok, err := f.Uint(k)
+		if err != nil {
+			return nil, err
+		}
+		if ok && v <= 1<<30 && !slices.Contains(ids, int32(v)) {
+			ids = append(ids, int32(v))
+		}
+	}
+	return ids, nil
+}
+
+// ggufShapes returns the (rows, cols) of every GGUF tensor the architecture
+// reads (cols 0 for a vector of rows values), and which are required.
+func ggufShapes(c *Config) map[string]struct {
+	rows, cols int
+	required   bool
+} {
+	type shape = struct {
+		rows, cols int
+		required   bool
+	}
+	a := architectures[c.Arch()]
+	D, F, V := c.HiddenSize, c.IntermediateSize, c.VocabSize
+	q, kv, Dh := c.NumHeads*c.HeadDim, c.NumKVHeads*c.HeadDim, c.HeadDim
+	s := map[string]shape{
+		"token_embd.weight": {V, D, true}, "output.weight": {V, D, false}, "output_norm.weight": {D, 0, true},
+	}
+	for i := range c.NumLayers {
+		p := fmt.Sprintf("blk.%d.", i)
+		for name, sh := range map[string]shape{
+			"attn_norm.weight": {D, 0, true}, "attn_q.weight": {q, D, true}, "attn_k.weight": {kv, D, true},
+			"attn_v.weight": {kv, D, true}, "attn_output.weight": {D, q, true}, "ffn_norm.weight": {D, 0, true},
+			"ffn_gate.weight": {F, D, true}, "ffn_up.weight": {F, D, true}, "ffn_down.weight": {D, F, true},
+		} {
+			s[p+name] = sh
+		}
+		if a.qkvBias {
+			s[p+"attn_q.bias"], s[p+"attn_k.bias"], s[p+"attn_v.bias"] = shape{q, 0, true}, shape{kv, 0, true}, shape{kv, 0, true}
+		}
+		if a.qkNorm {
+			s[p+"attn_q_norm.weight"], s[p+"attn_k_norm.weight"] = shape{Dh, 0, true}, shape{Dh, 0, true}
+		}
+	}
+	return s
+}
+
+// hfName returns the Hugging Face name of a GGUF tensor, or "" if ingot has none.
+func hfName(name string, layers int) string {
+	if n, ok := ggufGlobal[name]; ok {
+		return n
+	}
+	rest, ok := strings.CutPrefix(name, "blk.")
+	if !ok {
+		return ""
+	}
+	i, suffix, ok := strings.Cut(rest, ".")
+	n, known := ggufLayer[suffix]
+	var layer int
+	if _, err := fmt.Sscanf(i, "%d", &layer); err != nil || !ok || !known || layer < 0 || layer >= layers || fmt.Sprint(layer) != i {
+		return ""
+	}
+	return fmt.Sprintf("model.layers.%d.%s", layer, n)
+}
+
+// ggufWeights turns the tensors of f into the loader's safetensors-shaped
+// entries under Hugging Face names, checking each against the config first so
+// that errors name the GGUF tensor. Affine block types become U32 codes with
+// f32 scales and biases (one override per module in the returned quantConfig);
+// F32/F16/BF16 stay views of the file. q and k rows are un-permuted when the
+// converter permuted them. Tensors ingot does not read keep their GGUF names,
+// so the loader reports them as unused.
+func ggufWeights(f *gguf.File, c *Config, permuted bool) (*weightFiles, *quantConfig, error) {
+	w := &weightFiles{tensors: map[string]*stTensor{}, maps: f.Maps(), largest: make([]int, len(f.Maps()))}
+	quant := &quantConfig{override: map[string]*quantConfig{}}
+	shapes := ggufShapes(c)
+	var errs []error
+	for name, sh := range shapes {
+		if _, ok := f.Tensor(name); !ok && sh.required {
+			errs = append(errs, fmt.Errorf("missing tensor %q", name))
+		}
+	}
+	for _, t := range f.Tensors {
+		w.largest[t.Split] = max(w.largest[t.Split], len(t.Data))
+		sh, want := shapes[t.Name]
+		hf := hfName(t.Name, c.NumLayers)
+		if !want || hf == "" {
+			if t.Name != "rope_freqs.weight" { // folded into the config
+				w.tensors[t.Name] = &stTensor{Name: t.Name, DType: t.Type.String(), Data: t.Data}
+			}
+			continue
+		}
+		if err := ggufTensor(w, quant, t, hf, sh.rows, sh.cols, c, permuted); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+		return nil, nil, errors.Join(errs...)
+	}
+	return w, quant, nil
+}
+
+// ggufTensor adds one GGUF tensor to w under its Hugging Face name hf.
+func ggufTensor(w *weightFiles, quant *quantConfig, t *gguf.Tensor, hf string, rows, cols int, c *Config, permuted bool) error {
+	want := []uint64{uint64(rows)}
+	if cols > 0 {
+		want = []uint64{uint64(cols), uint64(rows)}
+	}
+	if !slices.Equal(t.Dims, want) {
+		return fmt.Errorf("tensor %q has dimensions %v, the metadata implies %v", t.Name, t.Dims, want)
+	}
+	if cols == 0 { // a vector: always f32
+		cols, rows = rows, 1
+	}
+	data := t.Data
+	if heads := ggufPermutedHeads(t.Name, c, permuted); heads > 0 && rows > 1 {
+		data = unpermute(data, heads, rows, t.Type.RowBytes(cols))
+	} else if heads > 0 { // a q or k bias: one row of per-head values
+		data = unpermute(data, heads, cols, t.Type.RowBytes(1))
+	}
+	st := &stTensor{Name: t.Name, Data: data, File: t.Name}
+	switch t.Type {
+	case gguf.TypeF32, gguf.TypeF16, gguf.TypeBF16:
+		st.DType = map[gguf.Type]string{gguf.TypeF32: "F32", gguf.TypeF16: "F16", gguf.TypeBF16: "BF16"}[t.Type]
+		st.Shape = []int{rows, cols}
+		if rows == 1 {
+			st.Shape = []int{cols}
+		}
+		w.tensors[hf] = st
+		return nil
+	}
+	if _, _, ok := gguf.AffineBits(t.Type); !ok {
+		return fmt.Errorf("tensor %q: type %s is not supported (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K…Q6_K)", t.Name, t.Type)
+	}
+	if rows == 1 { // a quantized vector: de-quantize it
+		v := make([]float32, cols)
+		if err := gguf.Dequantize(v, t.Type, data); err != nil {
+			return fmt.Errorf("tensor %q: %w", t.Name, err)
+		}
+		st.DType, st.Shape, st.Data = "F32", []int{cols}, bytesOfF32(v)
+		w.tensors[hf] = st
+		return nil
+	}
+	a, err := gguf.ToAffine(t.Type, data, rows, cols)
+	if err != nil {
+		return fmt.Errorf("tensor %q: %w", t.Name, err)
+	}
+	module := strings.TrimSuffix(hf, ".weight")
+	quant.override[module] = &quantConfig{Bits: a.Bits, GroupSize: a.GroupSize}
+	groups := cols / a.GroupSize
+	st.DType, st.Shape, st.Data = "U32", []int{rows, cols * a.Bits / 32}, bytesOf(a.Codes)
+	w.tensors[hf] = st
+	w.tensors[module+".scales"] = &stTensor{Name: t.Name + " (scales)", DType: "F32", Shape: []int{rows, groups}, Data: bytesOfF32(a.Scales)}
+	w.tensors[module+".biases"] = &stTensor{Name: t.Name + " (biases)", DType: "F32", Shape: []int{rows, groups}, Data: bytesOfF32(a.Biases)}
+	return nil
+}
+
+// ggufPermutedHeads returns the head count of a q or k tensor whose rows the
+// converter permuted, else 0.
+func ggufPermutedHeads(name string, c *Config, permuted bool) int {
+	if !permuted {
+		return 0
+	}
+	switch {
+	case strings.HasSuffix(name, ".attn_q.weight"), strings.HasSuffix(name, ".attn_q.bias"):
+		return c.NumHeads
+	case strings.HasSuffix(name, ".attn_k.weight"), strings.HasSuffix(name, ".attn_k.bias"):
+		return c.NumKVHeads
+	}
+	return 0
+}
+
+// unpermute undoes convert_hf_to_gguf.py's q/k permutation for interleaved
+// RoPE. Within each of heads blocks of Dh = rows/heads rows, HF row j < Dh/2
+// (paired with j + Dh/2 by rotate-half RoPE) was stored at row 2j and HF row
+// Dh/2 + j at row 2j+1; this puts every row back, so ingot's NEOX rotation
+// applies. rowBytes is the size of one row; the result is a new buffer.
+func unpermute(data []byte, heads, rows, rowBytes int) []byte {
+	out := make([]byte, len(data))
+	dh := rows / heads
+	for h := range heads {
+		for r := range dh {
+			src := 2 * r
+			if r >= dh/2 {
+				src = 2*(r-dh/2) + 1
+			}
+			d, s := (h*dh+r)*rowBytes, (h*dh+src)*rowBytes
+			copy(out[d:d+rowBytes], data[s:s+rowBytes])
+		}
+	}
+	return out
+}
+
+// bytesOfF32 views a []float32 as little-endian bytes (no copy).
+func bytesOfF32(x []float32) []byte {
+	if len(x) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*len(x))
+}
+
+// estimateGGUF is [Estimate] for a GGUF file: the weights as the loader will
+// hold them (affine block types as codes plus f32 scales and biases; float
+// tensors as stored, or quantized by o.Quant like a safetensors directory).
+func estimateGGUF(path string, o Options, so SessionOptions) (weights, session int64, err error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return 0, 0, fmt.Errorf("model: %w", err)
+	}
+	defer f.Close()
+	cfg, _, err := ggufConfig(f)
+	if err != nil {
+		return 0, 0, fmt.Errorf("model: %s: %w", path, err)
+	}
+	for _, t := range f.Tensors {
+		if t.Name == "rope_freqs.weight" {
+			continue // folded into the config
+		}
+		rows, cols := t.Rows()
+		bits, group, ok := gguf.AffineBits(t.Type)
+		switch {
+		case ok && len(t.Dims) == 2:
+			weights += int64(rows) * int64(cols) * int64(bits*group+64) / int64(8*group)
+		case o.Quant > 0 && len(t.Dims) == 2:
+			weights += int64(len(t.Data)) * int64(o.Quant+1) / 16
+		default:
+			weights += int64(len(t.Data))
+		}
+	}
+	if err := so.fill(cfg); err != nil {
+		return 0, 0, err
+	}
+	return weights, cacheBytes(cfg, so.Context, so.KV) + actsBytes(cfg, min(so.Batch, so.Context)) + actsBytes(cfg, 1), nil
+}
