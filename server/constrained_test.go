@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net/netip"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -30,7 +32,11 @@ func randomSchema(rng *rand.Rand, depth int) map[string]any {
 	}
 	switch k := kinds[rng.IntN(len(kinds))]; k {
 	case "string", "number", "integer", "boolean", "null":
-		return map[string]any{"type": k, "description": "a " + k}
+		s := map[string]any{"type": k, "description": "a " + k}
+		if k == "string" && rng.IntN(3) == 0 {
+			s["format"] = []string{"date-time", "date", "time", "uuid", "ipv4"}[rng.IntN(5)]
+		}
+		return s
 	case "enum":
 		vals := make([]any, 1+rng.IntN(3))
 		for i := range vals {
@@ -133,6 +139,11 @@ func validate(schema, v any, root map[string]any) error {
 			return fmt.Errorf("%v is not of type %v", v, t)
 		}
 	}
+	if f, ok := s["format"].(string); ok {
+		if str, isStr := v.(string); isStr && !validFormat(f, str) {
+			return fmt.Errorf("%q is not a valid %s", str, f)
+		}
+	}
 	if c, ok := s["const"]; ok && !jsonEqual(c, v) {
 		return fmt.Errorf("%v is not the const %v", v, c)
 	}
@@ -182,6 +193,29 @@ func validate(schema, v any, root map[string]any) error {
 	}
 	return nil
 }
+
+// validFormat checks a string format with the standard library's parsers.
+func validFormat(format, s string) bool {
+	switch format {
+	case "date":
+		_, err := time.Parse(time.DateOnly, s)
+		return err == nil
+	case "time":
+		_, err := time.Parse("15:04:05Z07:00", s)
+		return err == nil
+	case "date-time":
+		_, err := time.Parse(time.RFC3339, s)
+		return err == nil
+	case "uuid":
+		return uuidRE.MatchString(s)
+	case "ipv4":
+		a, err := netip.ParseAddr(s)
+		return err == nil && a.Is4()
+	}
+	return false
+}
+
+var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
 func asList(v any) []any { l, _ := v.([]any); return l }
 
@@ -425,5 +459,47 @@ func TestChatResponseFormat(t *testing.T) {
 				t.Errorf("streamed %q, want %q", text, c.Choices[0].Message.Content)
 			}
 		})
+	}
+}
+
+// TestFormatWalks: random token walks over the demo vocabulary under each
+// string format end in strings the standard library's parsers accept
+// (time.Parse for RFC 3339, netip for IPv4, a regexp for UUIDs).
+func TestFormatWalks(t *testing.T) {
+	m, err := ingot.Load(t.Context(), "", ingot.Options{Backend: "cpu", Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	l := &loaded{model: m, tok: m.Tokenizer()}
+	v := l.vocab()
+	eos := m.Raw().EOS
+	rng := rand.New(rand.NewPCG(5, 6))
+	mask := make([]uint64, (m.Raw().Config.VocabSize+63)/64)
+	for _, f := range []string{"date-time", "date", "time", "uuid", "ipv4"} {
+		g, err := constrain.CompileSchema([]byte(`{"type":"string","format":"` + f + `"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 200 {
+			mt := constrain.NewMatcher(g, v)
+			var out []byte
+			for !mt.Complete() {
+				mt.Mask(mask)
+				var allowed []int32
+				for id := range m.Raw().Config.VocabSize {
+					if mask[id/64]&(1<<(id%64)) != 0 && !slices.Contains(eos, int32(id)) {
+						allowed = append(allowed, int32(id))
+					}
+				}
+				id := allowed[rng.IntN(len(allowed))]
+				mt.Accept(id)
+				out = append(out, m.Tokenizer().TokenBytes(id)...)
+			}
+			var s string
+			if err := json.Unmarshal(out, &s); err != nil || !validFormat(f, s) {
+				t.Fatalf("%s: %s is not valid (%v)", f, out, err)
+			}
+		}
 	}
 }

@@ -2,6 +2,7 @@ package constrain
 
 import (
 	"encoding/binary"
+	"fmt"
 	"slices"
 )
 
@@ -302,4 +303,72 @@ func (b *builder) literals(lits []string) int32 {
 		i = j
 	}
 	return b.rule(alts...)
+}
+
+// formats builds the body (between the quotes) of the string formats
+// supported, each a subset of what RFC 3339, RFC 4122 and RFC 2673 allow,
+// so that every generated string is valid: February has 28 days and
+// seconds stop at 59.
+var formats = map[string]func(b *builder) []elem{
+	"date":      (*builder).date,
+	"time":      (*builder).time,
+	"date-time": func(b *builder) []elem { return seq(b.date(), lit("T"), b.time()) },
+	"uuid": func(b *builder) []elem {
+		var hex byteSet
+		hex.add('0', '9')
+		hex.add('a', 'f')
+		hex.add('A', 'F')
+		var out []elem
+		for i, n := range []int{8, 4, 4, 4, 12} {
+			if i > 0 {
+				out = append(out, lit("-")...)
+			}
+			for range n {
+				out = append(out, bytesOf(hex))
+			}
+		}
+		return out
+	},
+	"ipv4": func(b *builder) []elem {
+		d := func(lo, hi byte) elem { return bytesOf(setOf(lo, hi)) }
+		octet := b.rule(seq(lit("25"), one(d('0', '5'))), seq(lit("2"), one(d('0', '4')), one(d('0', '9'))),
+			seq(lit("1"), one(d('0', '9')), one(d('0', '9'))), seq(one(d('1', '9')), one(d('0', '9'))), one(d('0', '9')))
+		o := one(ref(octet))
+		return seq(o, lit("."), o, lit("."), o, lit("."), o)
+	},
+}
+
+// date: YYYY-MM-DD with the days of each month (28 in February).
+func (b *builder) date() []elem {
+	d := func(lo, hi byte) elem { return bytesOf(setOf(lo, hi)) }
+	day28 := [][]elem{seq(lit("0"), one(d('1', '9'))), seq(lit("1"), one(d('0', '9'))), seq(lit("2"), one(d('0', '8')))}
+	day30 := append(slices.Clone(day28), lit("29"), lit("30"))
+	day31 := append(slices.Clone(day30), lit("31"))
+	var md [][]elem
+	for m := 1; m <= 12; m++ {
+		days := day31
+		switch m {
+		case 2:
+			days = day28
+		case 4, 6, 9, 11:
+			days = day30
+		}
+		md = append(md, seq(lit(fmt.Sprintf("%02d-", m)), one(ref(b.rule(days...)))))
+	}
+	year := []elem{d('0', '9'), d('0', '9'), d('0', '9'), d('0', '9')}
+	return seq(year, lit("-"), one(ref(b.rule(md...))))
+}
+
+// time: HH:MM:SS, an optional fraction of 1 to 9 digits, and Z or an
+// offset ±HH:MM.
+func (b *builder) time() []elem {
+	d := func(lo, hi byte) elem { return bytesOf(setOf(lo, hi)) }
+	hour := b.rule(seq(one(d('0', '1')), one(d('0', '9'))), seq(lit("2"), one(d('0', '3'))))
+	sixty := []elem{d('0', '5'), d('0', '9')}
+	frac := b.rule(seq(lit("."), b.digits(1, 9)), nil)
+	var pm byteSet
+	pm.add('+', '+')
+	pm.add('-', '-')
+	offset := b.rule(lit("Z"), seq(one(bytesOf(pm)), one(ref(hour)), lit(":"), sixty))
+	return seq(one(ref(hour)), lit(":"), sixty, lit(":"), sixty, one(ref(frac)), one(ref(offset)))
 }

@@ -51,6 +51,8 @@ const (
 //     beyond properties are generated, which every schema accepts);
 //   - array: items (one schema), minItems and maxItems (at most 256);
 //   - enum (any JSON values), const;
+//   - format of strings: date-time, date, time (RFC 3339, with an offset;
+//     February has 28 days and no leap second is generated), uuid, ipv4;
 //   - anyOf; $ref to "#/$defs/NAME" or "#/definitions/NAME" (not
 //     recursive);
 //   - true (any value); annotations (title, description, default, examples,
@@ -161,7 +163,7 @@ var annotations = map[string]bool{"title": true, "description": true, "default":
 	"$defs": true, "definitions": true, "strict": true}
 
 // keywords are the constraining keywords compiled, by the types they apply to.
-var keywords = map[string]bool{"type": true, "properties": true, "required": true, "additionalProperties": true,
+var keywords = map[string]bool{"format": true, "type": true, "properties": true, "required": true, "additionalProperties": true,
 	"items": true, "minItems": true, "maxItems": true, "enum": true, "const": true, "anyOf": true, "$ref": true}
 
 func join(path, key string) string {
@@ -237,6 +239,20 @@ func (c *compiler) object(s *object, path string, depth int) (int32, error) {
 	if err != nil {
 		return 0, err
 	}
+	str := c.b.strRule()
+	if f, ok := s.get("format"); ok {
+		name, _ := f.(string)
+		build, known := formats[name]
+		_, isEnum := s.get("enum")
+		_, isConst := s.get("const")
+		switch {
+		case !known:
+			return 0, fail(join(path, "format"), "format %v is not supported (supported: date-time, date, time, uuid, ipv4)", f)
+		case isEnum || isConst:
+			return 0, fail(join(path, "format"), "format beside enum or const is not supported")
+		}
+		str = c.b.rule(seq(lit(`"`), build(c.b), lit(`"`)))
+	}
 	if e, ok := s.get("const"); ok {
 		return c.enum([]any{e}, allowed, join(path, "const"))
 	}
@@ -259,7 +275,7 @@ func (c *compiler) object(s *object, path string, depth int) (int32, error) {
 		case "array":
 			r, err = c.arrayType(s, path, depth)
 		case "string":
-			r = c.b.strRule()
+			r = str
 		case "number":
 			r = c.b.numberRule()
 		case "integer":
