@@ -5,9 +5,9 @@ package model
 // comes from config.json.
 type arch struct {
 	qkvBias    bool // q/k/v projections always have biases (Qwen2)
-	qkNorm     bool // RMSNorm over each q and k head before RoPE (Qwen3)
+	qkNorm     bool // RMSNorm over each q and k head before RoPE (Qwen3, Gemma 3)
 	gemma      bool // norms apply (1+w); embeddings × √D; GeGLU by default
-	sandwich   bool // post-attention and pre/post-feedforward norms (Gemma 2)
+	sandwich   bool // post-attention and pre/post-feedforward norms (Gemma 2, 3)
 	fusedPhi3  bool // qkv_proj and gate_up_proj are stored fused (Phi-3)
 	defaultAct string
 }
@@ -20,5 +20,6 @@ var architectures = map[string]arch{
 	"Qwen3ForCausalLM":   {defaultAct: "silu", qkNorm: true},
 	"GemmaForCausalLM":   {defaultAct: "gelu_pytorch_tanh", gemma: true},
 	"Gemma2ForCausalLM":  {defaultAct: "gelu_pytorch_tanh", gemma: true, sandwich: true},
+	"Gemma3ForCausalLM":  {defaultAct: "gelu_pytorch_tanh", gemma: true, sandwich: true, qkNorm: true}, // sliding layers' own RoPE: Config.localRope
 	"Phi3ForCausalLM":    {defaultAct: "silu", fusedPhi3: true},
 }

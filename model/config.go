@@ -33,15 +33,19 @@ type Config struct {
 	HiddenAct        string   `json:"hidden_act"`
 	HiddenActivation string   `json:"hidden_activation"` // Gemma 2 (and some Gemma) name for hidden_act
 
-	RopeParameters      *RopeParams `json:"rope_parameters"` // transformers 5
-	RopeTheta           float64     `json:"rope_theta"`      // legacy
-	RopeScaling         *RopeParams `json:"rope_scaling"`    // legacy
+	RopeParameters      *RopeParams `json:"rope_parameters"`      // transformers 5
+	RopeTheta           float64     `json:"rope_theta"`           // legacy
+	RopeScaling         *RopeParams `json:"rope_scaling"`         // legacy
+	RopeLocalBaseFreq   float64     `json:"rope_local_base_freq"` // legacy Gemma 3: θ of the sliding layers
 	PartialRotaryFactor float64     `json:"partial_rotary_factor"`
 
 	SlidingWindow    *int     `json:"sliding_window"`
-	UseSlidingWindow *bool    `json:"use_sliding_window"` // Qwen2/3
-	MaxWindowLayers  int      `json:"max_window_layers"`  // Qwen2/3
-	LayerTypes       []string `json:"layer_types"`        // "sliding_attention" | "full_attention"
+	UseSlidingWindow *bool    `json:"use_sliding_window"`     // Qwen2/3
+	MaxWindowLayers  int      `json:"max_window_layers"`      // Qwen2/3
+	LayerTypes       []string `json:"layer_types"`            // "sliding_attention" | "full_attention"
+	SlidingPattern   int      `json:"sliding_window_pattern"` // legacy Gemma 3: every n-th layer is full, the rest slide
+
+	TextConfig json.RawMessage `json:"text_config"` // …ForConditionalGeneration: the language model's config
 
 	QueryPreAttnScalar float64 `json:"query_pre_attn_scalar"`   // Gemma 2: attention scale is its -½ power
 	AttnSoftcap        float64 `json:"attn_logit_softcapping"`  // Gemma 2
@@ -58,7 +62,11 @@ type Config struct {
 }
 
 // RopeParams is rope_parameters (transformers 5) or rope_scaling (legacy).
+// transformers 5 writes Gemma 3's as one object per layer type
+// ({"full_attention": {…}, "sliding_attention": {…}}): ByType holds those.
 type RopeParams struct {
+	ByType map[string]RopeParams `json:"-"`
+
 	Type                string    `json:"rope_type"`
 	LegacyType          string    `json:"type"`
 	Theta               float64   `json:"rope_theta"`
@@ -75,6 +83,32 @@ type RopeParams struct {
 	Truncate            *bool     `json:"truncate"`
 	LongFactor          []float64 `json:"long_factor"`  // longrope
 	ShortFactor         []float64 `json:"short_factor"` // longrope
+}
+
+// UnmarshalJSON reads a rope parameter object, or one per layer type.
+func (p *RopeParams) UnmarshalJSON(b []byte) error {
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(b, &keys); err == nil {
+		if _, full := keys["full_attention"]; full || keys["sliding_attention"] != nil {
+			p.ByType = map[string]RopeParams{}
+			for k, v := range keys {
+				var t RopeParams
+				if err := json.Unmarshal(v, &t); err != nil {
+					return fmt.Errorf("rope_parameters.%s: %w", k, err)
+				}
+				p.ByType[k] = t
+			}
+			return nil
+		}
+	}
+	type plain RopeParams // no UnmarshalJSON: no recursion
+	return json.Unmarshal(b, (*plain)(p))
+}
+
+// conditionalGeneration maps a multimodal checkpoint's architecture to the
+// language model's, whose settings its text_config holds.
+var conditionalGeneration = map[string]string{
+	"Gemma3ForConditionalGeneration": "Gemma3ForCausalLM",
 }
 
 // loadConfig reads and validates dir/config.json.
@@ -103,6 +137,27 @@ func parseConfig(b []byte) (*Config, error) {
 	if err := json.Unmarshal(b, &c); err != nil {
 		return nil, err
 	}
+	if text, ok := conditionalGeneration[c.Arch()]; ok {
+		if len(c.TextConfig) == 0 || string(c.TextConfig) == "null" {
+			return nil, fmt.Errorf("text_config is missing (architecture %s keeps the language model's settings there)", c.Arch())
+		}
+		var t Config
+		if err := json.Unmarshal(c.TextConfig, &t); err != nil {
+			return nil, fmt.Errorf("text_config: %w", err)
+		}
+		t.Architectures, t.TextConfig = []string{text}, nil
+		if len(t.EOSTokenID) == 0 {
+			t.EOSTokenID = c.EOSTokenID
+		}
+		if len(t.BOSTokenID) == 0 {
+			t.BOSTokenID = c.BOSTokenID
+		}
+		if t.TieEmbeddings == nil {
+			t.TieEmbeddings = c.TieEmbeddings
+		}
+		t.Quantization, t.QuantizationConfig = c.Quantization, c.QuantizationConfig
+		c = t
+	}
 	c.applyDefaults()
 	if err := c.validate(); err != nil {
 		return nil, err
@@ -119,6 +174,15 @@ func (c *Config) applyDefaults() {
 	}
 	if c.RMSNormEps == 0 {
 		c.RMSNormEps = 1e-6
+	}
+	if len(c.LayerTypes) == 0 && c.SlidingPattern > 0 && c.NumLayers > 0 && c.NumLayers <= 4096 {
+		c.LayerTypes = make([]string, c.NumLayers) // every SlidingPattern-th layer is full
+		for i := range c.LayerTypes {
+			c.LayerTypes[i] = "sliding_attention"
+			if (i+1)%c.SlidingPattern == 0 {
+				c.LayerTypes[i] = "full_attention"
+			}
+		}
 	}
 }
 
@@ -198,15 +262,42 @@ func (c *Config) Activation() string {
 	return c.HiddenAct
 }
 
-// rope returns the effective rope parameters: rope_parameters, or the legacy
-// rope_theta/rope_scaling/partial_rotary_factor merged into the same shape.
-func (c *Config) rope() RopeParams {
+// rope returns the effective rope parameters of full-attention layers:
+// rope_parameters, or the legacy rope_theta/rope_scaling/partial_rotary_factor
+// merged into the same shape.
+func (c *Config) rope() RopeParams { return c.ropeFor("full_attention") }
+
+// localRope reports whether sliding layers have a rotary embedding of their
+// own (Gemma 3), and returns its parameters.
+func (c *Config) localRope() (RopeParams, bool) {
+	if c.RopeParameters != nil && c.RopeParameters.ByType != nil {
+		_, ok := c.RopeParameters.ByType["sliding_attention"]
+		return c.ropeFor("sliding_attention"), ok
+	}
+	if c.RopeLocalBaseFreq > 0 {
+		return c.ropeFor("sliding_attention"), true
+	}
+	return RopeParams{}, false
+}
+
+// ropeFor returns the rope parameters of layers of type typ
+// ("full_attention", "sliding_attention").
+func (c *Config) ropeFor(typ string) RopeParams {
 	var p RopeParams
-	if c.RopeParameters != nil {
+	switch {
+	case c.RopeParameters != nil && c.RopeParameters.ByType != nil:
+		p = c.RopeParameters.ByType[typ]
+		if _, ok := c.RopeParameters.ByType[typ]; !ok {
+			p = c.RopeParameters.ByType["full_attention"]
+		}
+	case typ == "sliding_attention" && c.RopeLocalBaseFreq > 0:
+		p = RopeParams{Type: "default", Theta: c.RopeLocalBaseFreq} // legacy Gemma 3: no scaling
+	case c.RopeParameters != nil:
 		p = *c.RopeParameters
-	} else if c.RopeScaling != nil {
+	case c.RopeScaling != nil:
 		p = *c.RopeScaling
 	}
+	p.ByType = nil
 	if p.Type == "" {
 		p.Type = p.LegacyType
 	}

@@ -7,8 +7,8 @@ import (
 	"github.com/ingot-llm/ingot/kernels"
 )
 
-// llama is the Llama-family decoder: Llama 2/3, Mistral, Qwen2/3, Gemma, Gemma 2
-// and Phi-3, told apart by [arch] switches and config.json.
+// llama is the Llama-family decoder: Llama 2/3, Mistral, Qwen2/3, Gemma, Gemma 2,
+// Gemma 3 and Phi-3, told apart by [arch] switches and config.json.
 type llama struct {
 	cfg    *Config
 	arch   arch
@@ -19,6 +19,7 @@ type llama struct {
 	norm   *kernels.Tensor // model.norm.weight (D)
 	head   *kernels.Tensor // lm_head.weight (V, D), or embed when tied
 	attn   []kernels.AttnParams
+	local  []bool // layer i rotates with the sliding layers' own RoPE (Gemma 3)
 }
 
 // layer holds one decoder block's weights. Comments give the HF tensor name and shape.
@@ -26,10 +27,10 @@ type layer struct {
 	attnNorm       *kernels.Tensor // model.layers.{i}.input_layernorm.weight (D)
 	wq, wk, wv, wo *kernels.Tensor // ….self_attn.{q,k,v,o}_proj.weight (H·Dh|Hkv·Dh, D), o: (D, H·Dh)
 	bq, bk, bv, bo *kernels.Tensor // ….{q,k,v,o}_proj.bias; nil unless biased
-	qNorm, kNorm   *kernels.Tensor // ….self_attn.{q,k}_norm.weight (Dh); Qwen3 only
-	postAttnNorm   *kernels.Tensor // ….post_attention_layernorm.weight (D); Gemma 2 only
-	mlpNorm        *kernels.Tensor // ….post_attention_layernorm (pre_feedforward_layernorm for Gemma 2) (D)
-	postMLPNorm    *kernels.Tensor // ….post_feedforward_layernorm.weight (D); Gemma 2 only
+	qNorm, kNorm   *kernels.Tensor // ….self_attn.{q,k}_norm.weight (Dh); Qwen3, Gemma 3
+	postAttnNorm   *kernels.Tensor // ….post_attention_layernorm.weight (D); Gemma 2, 3
+	mlpNorm        *kernels.Tensor // ….post_attention_layernorm (pre_feedforward_layernorm for Gemma 2, 3) (D)
+	postMLPNorm    *kernels.Tensor // ….post_feedforward_layernorm.weight (D); Gemma 2, 3
 	gate, up, down *kernels.Tensor // ….mlp.{gate,up,down}_proj.weight (F, D), (F, D), (D, F)
 	bg, bu, bd     *kernels.Tensor // ….mlp.{gate,up,down}_proj.bias; nil unless mlp_bias
 
@@ -53,6 +54,10 @@ func newLlama(c *Config, a arch, l *loader) (*llama, error) {
 	// A session builds its own rotary embedding (longrope chooses its factors
 	// by the session's context window); a bad rope config fails here, at load.
 	if _, err := newRoPE(c, c.DefaultContext()); err != nil {
+		return nil, err
+	}
+	local, err := newLocalRoPE(c, c.DefaultContext())
+	if err != nil {
 		return nil, err
 	}
 	m := &llama{cfg: c, arch: a, act: kact, scale: 1}
@@ -137,9 +142,11 @@ func newLlama(c *Config, a arch, l *loader) (*llama, error) {
 		scale = float32(1 / math.Sqrt(c.QueryPreAttnScalar))
 	}
 	m.attn = make([]kernels.AttnParams, c.NumLayers)
+	m.local = make([]bool, c.NumLayers)
 	for i := range m.attn {
 		m.attn[i] = kernels.AttnParams{Heads: H, KVHeads: Hkv, HeadDim: Dh, Scale: scale,
 			Window: c.windowOf(i), Softcap: float32(c.AttnSoftcap)}
+		m.local[i] = local != nil && len(c.LayerTypes) > 0 && c.LayerTypes[i] == "sliding_attention"
 	}
 	return m, nil
 }
@@ -189,15 +196,16 @@ type acts struct {
 	logits    *kernels.Tensor   // (1, V)
 	hostLogit []float32         // (V) logits on the host
 	rope      *kernels.RoPE     // the session's rotary embedding
+	ropeLocal *kernels.RoPE     // the sliding layers' own, or nil (Gemma 3)
 }
 
-func newActs(b kernels.Backend, c *Config, L int, rope *kernels.RoPE) *acts {
+func newActs(b kernels.Backend, c *Config, L int, rope, ropeLocal *kernels.RoPE) *acts {
 	D, F, V := c.HiddenSize, c.IntermediateSize, c.VocabSize
 	qw, kw := c.NumHeads*c.HeadDim, c.NumKVHeads*c.HeadDim
 	s := &acts{L: L,
 		x: b.New(L, D), h: b.New(L, D), q: b.New(L, qw), att: b.New(L, qw),
 		k: b.New(L, kw), v: b.New(L, kw), g: b.New(L, F), u: b.New(L, F),
-		last: b.New(1, D), logits: b.New(1, V), hostLogit: make([]float32, V), rope: rope,
+		last: b.New(1, D), logits: b.New(1, V), hostLogit: make([]float32, V), rope: rope, ropeLocal: ropeLocal,
 	}
 	s.cut()
 	return s
@@ -270,7 +278,11 @@ func (m *llama) decoder(b kernels.Backend, s *acts, c *cache, pos int) {
 			b.RMSNorm(s.qh, s.qh, l.qNorm, eps) // per head (Dh)
 			b.RMSNorm(s.kh, s.kh, l.kNorm, eps)
 		}
-		b.RoPEStore(s.q, s.k, s.v, c.k[i], c.v[i], pos, s.rope)
+		rope := s.rope
+		if m.local[i] {
+			rope = s.ropeLocal
+		}
+		b.RoPEStore(s.q, s.k, s.v, c.k[i], c.v[i], pos, rope)
 		c.len = max(c.len, pos+L)
 		b.Attention(s.att, s.q, c.k[i], c.v[i], pos, &m.attn[i]) // (L, H·Dh)
 		linear(b, s.h, s.att, l.wo, l.bo)                        // (L, D)

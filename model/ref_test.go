@@ -25,8 +25,26 @@ type refCase struct {
 	FinalLogits  []float32   `json:"greedy_nostop_final_logits"`
 	HiddenLast   []float32   `json:"hidden_last"`
 	ResidualLast [][]float32 `json:"residual_last"`
-	RopeInvFreq  []float32   `json:"rope_inv_freq"`
+	RopeInvFreq  invFreqs    `json:"rope_inv_freq"`
 	WeightsDType string      `json:"weights_dtype"`
+}
+
+// invFreqs is rope_inv_freq: one list, or (Gemma 3) one per layer type.
+type invFreqs struct {
+	Full, Sliding []float32
+}
+
+func (f *invFreqs) UnmarshalJSON(b []byte) error {
+	if err := json.Unmarshal(b, &f.Full); err == nil {
+		return nil
+	}
+	var by struct {
+		Full    []float32 `json:"full_attention_inv_freq"`
+		Sliding []float32 `json:"sliding_attention_inv_freq"`
+	}
+	err := json.Unmarshal(b, &by)
+	f.Full, f.Sliding = by.Full, by.Sliding
+	return err
 }
 
 func readRef(t testing.TB, name string) (string, *refCase) {
@@ -73,7 +91,7 @@ func maxAbs(a, b []float32) float64 {
 
 // shortCases are the random-model folders with full logits; tol is the max-abs
 // bound on logits (f32 compute throughout; bf16/f16 weights are widened exactly).
-var shortCases = []string{"llama2", "llama3", "llama3-bf16", "llama3-f16", "mistral", "qwen2", "qwen2-bf16", "qwen2-f16", "qwen3", "gemma", "gemma2", "gemma2-swa", "phi3"}
+var shortCases = []string{"llama2", "llama3", "llama3-bf16", "llama3-f16", "mistral", "qwen2", "qwen2-bf16", "qwen2-f16", "qwen3", "gemma", "gemma2", "gemma2-swa", "gemma3", "phi3"}
 
 const logitTol = 1e-4
 
@@ -86,8 +104,15 @@ func TestReferenceLogits(t *testing.T) {
 			dir, ref := readRef(t, name)
 			want := readLogits(t, dir, ref.LogitsShape)
 			m := open(t, dir, Options{Threads: 2}, SessionOptions{})
-			if d := maxAbs(m.one.rope.InvFreq, ref.RopeInvFreq); d > 1e-6*float64(slices.Max(ref.RopeInvFreq)) {
+			if d := maxAbs(m.one.rope.InvFreq, ref.RopeInvFreq.Full); d > 1e-6*float64(slices.Max(ref.RopeInvFreq.Full)) {
 				t.Errorf("rope inv_freq differs by %g", d)
+			}
+			if want := ref.RopeInvFreq.Sliding; want != nil {
+				if m.one.ropeLocal == nil {
+					t.Errorf("no rotary embedding of the sliding layers' own")
+				} else if d := maxAbs(m.one.ropeLocal.InvFreq, want); d > 1e-6*float64(slices.Max(want)) {
+					t.Errorf("sliding layers' rope inv_freq differs by %g", d)
+				}
 			}
 			// Full prefill: last row.
 			got, err := m.Forward(context.Background(), ref.InputIDs)

@@ -11,8 +11,20 @@ import (
 // tokens: inverse frequencies with the configured scaling applied, as transformers'
 // ROPE_INIT_FUNCTIONS compute them (in float32). Unknown rope types are an error
 // naming the type.
-func newRoPE(c *Config, ctxLen int) (*kernels.RoPE, error) {
-	p := c.rope()
+func newRoPE(c *Config, ctxLen int) (*kernels.RoPE, error) { return ropeOf(c, c.rope(), ctxLen) }
+
+// newLocalRoPE builds the sliding layers' own rotary embedding (Gemma 3), or
+// returns nil where they share the full layers'.
+func newLocalRoPE(c *Config, ctxLen int) (*kernels.RoPE, error) {
+	p, ok := c.localRope()
+	if !ok {
+		return nil, nil
+	}
+	return ropeOf(c, p, ctxLen)
+}
+
+// ropeOf builds the rotary embedding of parameters p (of config c).
+func ropeOf(c *Config, p RopeParams, ctxLen int) (*kernels.RoPE, error) {
 	dim := int(float64(c.HeadDim) * p.PartialRotaryFactor)
 	if dim <= 0 || dim > c.HeadDim || dim%2 != 0 {
 		return nil, fmt.Errorf("model: partial_rotary_factor %g gives rotary dim %d for head_dim %d", p.PartialRotaryFactor, dim, c.HeadDim)

@@ -79,6 +79,10 @@ func (m *Model) NewSession(o SessionOptions) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
+	ropeLocal, err := newLocalRoPE(m.Config, o.Context)
+	if err != nil {
+		return nil, err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -90,8 +94,8 @@ func (m *Model) NewSession(o SessionOptions) (*Session, error) {
 	}
 	s := &Session{m: m, b: b}
 	s.cache = newCache(b, m.Config, o.Context, o.KV)
-	s.batch = newActs(b, m.Config, min(o.Batch, o.Context), rope)
-	s.one = newActs(b, m.Config, 1, rope)
+	s.batch = newActs(b, m.Config, min(o.Batch, o.Context), rope, ropeLocal)
+	s.one = newActs(b, m.Config, 1, rope, ropeLocal)
 	s.bytes = s.cache.bytes + actsBytes(m.Config, s.batch.L) + actsBytes(m.Config, 1)
 	m.sessions[s] = struct{}{}
 	m.log.Debug("session opened", "context", o.Context, "kv", o.KV.String(), "bytes", s.bytes)
