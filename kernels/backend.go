@@ -63,6 +63,9 @@ type Backend interface {
 	// RoPEStore is RoPE(q, pos, p), RoPE(k, pos, p), CopyRows(kc, k, pos),
 	// CopyRows(vc, v, pos): a decoder layer's rotation and KV-cache write.
 	RoPEStore(q, k, v, kc, vc *Tensor, pos int, p *RoPE)
+	// AddScaled adds c·x into dst (same shape): a mixture-of-experts layer's
+	// weighted sum of expert outputs.
+	AddScaled(dst, x *Tensor, c float32)
 
 	// Sync waits for every enqueued op and reports the first device error.
 	Sync(ctx context.Context) error

@@ -450,6 +450,21 @@ func (c *CPU) RoPEStore(q, k, v, kc, vc *Tensor, pos int, p *RoPE) {
 	c.CopyRows(vc, v, pos)
 }
 
+// AddScaled adds c·x into dst: dst[i] = dst[i] + c·x[i], the product rounded
+// first (as transformers' expert output × routing weight, then index_add).
+func (c *CPU) AddScaled(dst, x *Tensor, cs float32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d, v := dst.F32(), x.F32()
+	if len(d) != len(v) {
+		panic(fmt.Sprintf("kernels: AddScaled: dst %v, x %v", dst.Shape, x.Shape))
+	}
+	for i := range d {
+		p := cs * v[i]
+		d[i] += float32(p) // float32(): no fused multiply-add
+	}
+}
+
 // cacheKV views a KV cache tensor (f32 or f16) for the attention kernels.
 func cacheKV(t *Tensor) cpu.KV {
 	switch t.DType {

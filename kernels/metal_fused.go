@@ -104,3 +104,19 @@ func (m *Metal) RoPEStore(q, k, v, kc, vc *Tensor, pos int, p *RoPE) {
 	m.out(6, vc)
 	m.run(metal.Size{W: H + 2*Hkv, H: L, D: 1}, metal.Size{W: min(256, (max(half, Dh/2)+31)&^31), H: 1, D: 1})
 }
+
+// AddScaled adds c·x into dst (add_scaled_f32).
+func (m *Metal) AddScaled(dst, x *Tensor, c float32) {
+	n := dst.Len()
+	if x.Len() != n {
+		panic(fmt.Sprintf("kernels: AddScaled: dst %v, x %v", dst.Shape, x.Shape))
+	}
+	if n == 0 {
+		return
+	}
+	m.begin("add_scaled_f32")
+	setArgs(m, unaryArgs{N: uint32(n), C: c})
+	m.in(1, x)
+	m.out(2, dst)
+	m.run(grid1(n))
+}

@@ -159,3 +159,19 @@ func readCache(t *testing.T, m *Metal, c *Tensor) []float32 {
 	}
 	return out
 }
+
+// TestMetalAddScaled: add_scaled_f32 against the CPU, on rows of a larger
+// tensor (the expert outputs of a token) and across threadgroups.
+func TestMetalAddScaled(t *testing.T) {
+	m := testMetal(t)
+	for _, n := range []int{1, 255, 256, 257, 4096} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			y, x := randn(3*n, 1), randn(3*n, 2)
+			want := append([]float32(nil), y...)
+			cpuRef(func(c *CPU) { c.AddScaled(FromF32(want[n:2*n], 1, n), FromF32(x[n:2*n], 1, n), 0.37) })
+			yd, xd := put(m, y, 3, n), put(m, x, 3, n)
+			m.AddScaled(yd.Rows(1, 2), xd.Rows(1, 2), 0.37)
+			closeTo(t, get(t, m, yd), want, tol{NMSE: 0, MaxAbs: 0}) // the same two roundings
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -46,6 +47,15 @@ type Config struct {
 	SlidingPattern   int      `json:"sliding_window_pattern"` // legacy Gemma 3: every n-th layer is full, the rest slide
 
 	TextConfig json.RawMessage `json:"text_config"` // …ForConditionalGeneration: the language model's config
+
+	// Mixture of experts (Qwen3-MoE): E experts of Fe, k a token.
+	NumExperts        int   `json:"num_experts"`           // E
+	NumLocalExperts   int   `json:"num_local_experts"`     // E (another name)
+	ExpertsPerToken   int   `json:"num_experts_per_tok"`   // k
+	MoEIntermediate   int   `json:"moe_intermediate_size"` // Fe
+	NormTopKProb      bool  `json:"norm_topk_prob"`        // renormalize the k routing weights
+	DecoderSparseStep int   `json:"decoder_sparse_step"`   // every n-th layer is sparse
+	MLPOnlyLayers     []int `json:"mlp_only_layers"`       // dense layers all the same
 
 	QueryPreAttnScalar float64 `json:"query_pre_attn_scalar"`   // Gemma 2: attention scale is its -½ power
 	AttnSoftcap        float64 `json:"attn_logit_softcapping"`  // Gemma 2
@@ -175,6 +185,12 @@ func (c *Config) applyDefaults() {
 	if c.RMSNormEps == 0 {
 		c.RMSNormEps = 1e-6
 	}
+	if c.NumExperts == 0 {
+		c.NumExperts = c.NumLocalExperts
+	}
+	if c.DecoderSparseStep == 0 {
+		c.DecoderSparseStep = 1
+	}
 	if len(c.LayerTypes) == 0 && c.SlidingPattern > 0 && c.NumLayers > 0 && c.NumLayers <= 4096 {
 		c.LayerTypes = make([]string, c.NumLayers) // every SlidingPattern-th layer is full
 		for i := range c.LayerTypes {
@@ -237,10 +253,22 @@ func (c *Config) validate() error {
 			bad("%s (%g) must be a non-negative number", f.name, f.v)
 		}
 	}
+	if c.NumExperts < 0 || c.NumExperts > 1<<16 || c.ExpertsPerToken < 0 || c.ExpertsPerToken > c.NumExperts ||
+		c.MoEIntermediate < 0 || c.MoEIntermediate > big || c.DecoderSparseStep < 0 {
+		bad("experts out of range (num_experts %d, num_experts_per_tok %d, moe_intermediate_size %d, decoder_sparse_step %d)",
+			c.NumExperts, c.ExpertsPerToken, c.MoEIntermediate, c.DecoderSparseStep)
+	} else if c.NumExperts > 0 && (c.ExpertsPerToken == 0 || c.MoEIntermediate == 0) {
+		bad("num_experts %d needs num_experts_per_tok and moe_intermediate_size (got %d, %d)", c.NumExperts, c.ExpertsPerToken, c.MoEIntermediate)
+	}
 	if _, err := c.EOSTokenIDs(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// sparse reports whether layer i is a mixture-of-experts layer.
+func (c *Config) sparse(i int) bool {
+	return c.NumExperts > 0 && !slices.Contains(c.MLPOnlyLayers, i) && (i+1)%c.DecoderSparseStep == 0
 }
 
 // Arch returns the first entry of architectures.

@@ -3,12 +3,14 @@ package model
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/ingot-llm/ingot/kernels"
 )
 
-// llama is the Llama-family decoder: Llama 2/3, Mistral, Qwen2/3, Gemma, Gemma 2,
-// Gemma 3 and Phi-3, told apart by [arch] switches and config.json.
+// llama is the Llama-family decoder: Llama 2/3, Mistral, Qwen2/3, Qwen3-MoE,
+// Gemma, Gemma 2, Gemma 3 and Phi-3, told apart by [arch] switches and
+// config.json.
 type llama struct {
 	cfg    *Config
 	arch   arch
@@ -36,6 +38,15 @@ type layer struct {
 
 	qkv, gu   []*kernels.Tensor // {wq, wk, wv} and {gate, up}, for one MatMuls each
 	qkvB, guB []*kernels.Tensor // their biases
+
+	router  *kernels.Tensor // ….mlp.gate.weight (E, D); nil unless a mixture-of-experts layer
+	experts []expert        // ….mlp.experts.{j}: in place of gate, up, down
+}
+
+// expert is one expert's SwiGLU MLP of a mixture-of-experts layer.
+type expert struct {
+	gu   []*kernels.Tensor // ….mlp.experts.{j}.{gate,up}_proj.weight (Fe, D)
+	down *kernels.Tensor   // ….mlp.experts.{j}.down_proj.weight (D, Fe)
 }
 
 // newLlama loads every weight through l, checking shapes against the config.
@@ -86,9 +97,24 @@ func newLlama(c *Config, a arch, l *loader) (*llama, error) {
 			}
 		}
 		vec(&ly.attnNorm, norm, "input_layernorm.weight", D)
-		if a.fusedPhi3 {
+		sparse := c.sparse(i)
+		switch {
+		case a.fusedPhi3:
 			err = m.loadPhi3(ly, l, p)
-		} else {
+		case sparse:
+			load(&ly.wq, "self_attn.q_proj", H*Dh, D)
+			load(&ly.wk, "self_attn.k_proj", Hkv*Dh, D)
+			load(&ly.wv, "self_attn.v_proj", Hkv*Dh, D)
+			load(&ly.router, "mlp.gate", c.NumExperts, D)
+			ly.experts = make([]expert, c.NumExperts)
+			for j := range ly.experts {
+				e, q := &ly.experts[j], fmt.Sprintf("mlp.experts.%d.", j)
+				e.gu = make([]*kernels.Tensor, 2)
+				load(&e.gu[0], q+"gate_proj", c.MoEIntermediate, D)
+				load(&e.gu[1], q+"up_proj", c.MoEIntermediate, D)
+				load(&e.down, q+"down_proj", D, c.MoEIntermediate)
+			}
+		default:
 			load(&ly.wq, "self_attn.q_proj", H*Dh, D)
 			load(&ly.wk, "self_attn.k_proj", Hkv*Dh, D)
 			load(&ly.wv, "self_attn.v_proj", Hkv*Dh, D)
@@ -96,7 +122,9 @@ func newLlama(c *Config, a arch, l *loader) (*llama, error) {
 			load(&ly.up, "mlp.up_proj", F, D)
 		}
 		load(&ly.wo, "self_attn.o_proj", D, H*Dh)
-		load(&ly.down, "mlp.down_proj", D, F)
+		if !sparse {
+			load(&ly.down, "mlp.down_proj", D, F)
+		}
 		if a.qkvBias || c.AttentionBias {
 			vec(&ly.bq, bias, "self_attn.q_proj", H*Dh)
 			vec(&ly.bk, bias, "self_attn.k_proj", Hkv*Dh)
@@ -197,6 +225,21 @@ type acts struct {
 	hostLogit []float32         // (V) logits on the host
 	rope      *kernels.RoPE     // the session's rotary embedding
 	ropeLocal *kernels.RoPE     // the sliding layers' own, or nil (Gemma 3)
+
+	// Mixture of experts, nil without: router logits (L, E) on the device and
+	// the host, an expert's gathered tokens (L, D), its g, u (L, Fe) and
+	// output (L, D), the layer's output (L, D) and zeros to clear it with.
+	rl, xe, ge, ue, oe, mo, zero *kernels.Tensor
+	hostRL, probs                []float32
+	route                        []routed          // per token: its experts and weights
+	byExpert                     [][]int           // per expert: the rows routed to it
+	egu                          []*kernels.Tensor // {g, u} of the expert running
+}
+
+// routed is one token's k experts and their weights.
+type routed struct {
+	ids []int
+	w   []float32
 }
 
 func newActs(b kernels.Backend, c *Config, L int, rope, ropeLocal *kernels.RoPE) *acts {
@@ -207,6 +250,15 @@ func newActs(b kernels.Backend, c *Config, L int, rope, ropeLocal *kernels.RoPE)
 		k: b.New(L, kw), v: b.New(L, kw), g: b.New(L, F), u: b.New(L, F),
 		last: b.New(1, D), logits: b.New(1, V), hostLogit: make([]float32, V), rope: rope, ropeLocal: ropeLocal,
 	}
+	if E, Fe := c.NumExperts, c.MoEIntermediate; E > 0 {
+		s.rl, s.xe, s.ge, s.ue, s.oe, s.mo, s.zero = b.New(L, E), b.New(L, D), b.New(L, Fe), b.New(L, Fe), b.New(L, D), b.New(L, D), b.New(L, D)
+		s.hostRL, s.probs, s.egu = make([]float32, L*E), make([]float32, E), make([]*kernels.Tensor, 2)
+		s.route = make([]routed, L)
+		for i := range s.route {
+			s.route[i] = routed{ids: make([]int, c.ExpertsPerToken), w: make([]float32, c.ExpertsPerToken)}
+		}
+		s.byExpert = make([][]int, E)
+	}
 	s.cut()
 	return s
 }
@@ -215,7 +267,11 @@ func newActs(b kernels.Backend, c *Config, L int, rope, ropeLocal *kernels.RoPE)
 func actsBytes(c *Config, L int) int64 {
 	D, F, V := c.HiddenSize, c.IntermediateSize, c.VocabSize
 	qw, kw := c.NumHeads*c.HeadDim, c.NumKVHeads*c.HeadDim
-	return 4 * int64(L*(2*D+2*qw+2*kw+2*F)+D+V)
+	n := int64(L*(2*D+2*qw+2*kw+2*F) + D + V)
+	if E, Fe := c.NumExperts, c.MoEIntermediate; E > 0 {
+		n += int64(L * (E + 5*D + 2*Fe))
+	}
+	return 4 * n
 }
 
 // rows returns a view of s for the first L rows (L ≤ s.L).
@@ -227,6 +283,11 @@ func (s *acts) rows(L int) *acts {
 	v.L = L
 	for _, t := range []**kernels.Tensor{&v.x, &v.h, &v.q, &v.att, &v.k, &v.v, &v.g, &v.u} {
 		*t = (*t).Rows(0, L)
+	}
+	if v.rl != nil {
+		for _, t := range []**kernels.Tensor{&v.rl, &v.xe, &v.ge, &v.ue, &v.oe, &v.mo, &v.zero} {
+			*t = (*t).Rows(0, L)
+		}
 	}
 	v.cut()
 	return &v
@@ -290,19 +351,24 @@ func (m *llama) decoder(b kernels.Backend, s *acts, c *cache, pos int) {
 			b.RMSNorm(s.h, s.h, l.postAttnNorm, eps)
 		}
 		b.AddRMSNorm(s.h, s.x, s.h, l.mlpNorm, eps) // x += h (residual); h = norm(x) (L, D)
-		linears(b, s.gu, s.h, l.gu, l.guB)          // g and u (L, F)
-		b.GLU(s.g, s.g, s.u, m.act)                 // act(g)·u
-		linear(b, s.h, s.g, l.down, l.bd)           // (L, D)
+		out := s.h                                  // the MLP's output (L, D)
+		if l.router != nil {
+			out = m.moe(b, s, l)
+		} else {
+			linears(b, s.gu, s.h, l.gu, l.guB) // g and u (L, F)
+			b.GLU(s.g, s.g, s.u, m.act)        // act(g)·u
+			linear(b, s.h, s.g, l.down, l.bd)  // (L, D)
+		}
 		if l.postMLPNorm != nil {
-			b.RMSNorm(s.h, s.h, l.postMLPNorm, eps)
+			b.RMSNorm(out, out, l.postMLPNorm, eps)
 		}
 		switch {
 		case i+1 < len(m.layers):
-			b.AddRMSNorm(s.h, s.x, s.h, m.layers[i+1].attnNorm, eps) // residual; the next block's norm
+			b.AddRMSNorm(s.h, s.x, out, m.layers[i+1].attnNorm, eps) // residual; the next block's norm
 		case L == 1:
-			b.AddRMSNorm(s.last, s.x, s.h, m.norm, eps) // residual; the final norm
+			b.AddRMSNorm(s.last, s.x, out, m.norm, eps) // residual; the final norm
 		default:
-			b.Add(s.x, s.x, s.h)                    // residual
+			b.Add(s.x, s.x, out)                    // residual
 			b.RMSNorm(s.last, s.lastX, m.norm, eps) // (1, D): only the last token needs logits
 		}
 	}
@@ -310,6 +376,104 @@ func (m *llama) decoder(b kernels.Backend, s *acts, c *cache, pos int) {
 	if cfg.FinalSoftcap > 0 {
 		b.Softcap(s.logits, float32(cfg.FinalSoftcap))
 	}
+}
+
+// moe runs layer l's mixture of experts on the normed rows s.h and returns
+// its output (s.mo), as transformers' Qwen3MoeSparseMoeBlock computes it:
+// router logits → softmax (float32) → the k largest weights, renormalized to
+// sum 1 with norm_topk_prob; then for each expert hit, in expert order, its
+// SwiGLU on the rows routed to it, added into the output times each row's
+// weight. Only those experts' weights are read. The routing happens on the
+// host (one wait for the router logits a layer); a device error there shows
+// at the step's next Sync or Download, where the backend reports it.
+func (m *llama) moe(b kernels.Backend, s *acts, l *layer) *kernels.Tensor {
+	E, k, L := m.cfg.NumExperts, m.cfg.ExpertsPerToken, s.L
+	b.MatMul(s.rl, s.h, l.router) // (L, E)
+	b.CopyRows(s.mo, s.zero, 0)
+	if err := b.Download(s.hostRL[:L*E], s.rl); err != nil {
+		return s.mo
+	}
+	for e := range s.byExpert {
+		s.byExpert[e] = s.byExpert[e][:0]
+	}
+	for t := range L {
+		r := &s.route[t]
+		route(r, s.probs, s.hostRL[t*E:(t+1)*E], k, m.cfg.NormTopKProb)
+		for _, e := range r.ids {
+			s.byExpert[e] = append(s.byExpert[e], t)
+		}
+	}
+	for e, rows := range s.byExpert {
+		if len(rows) == 0 {
+			continue
+		}
+		n, x := len(rows), s.h
+		if L > 1 { // gather the expert's rows
+			for j, t := range rows {
+				b.CopyRows(s.xe, s.h.Rows(t, t+1), j)
+			}
+			x = s.xe.Rows(0, n)
+		}
+		ex := &l.experts[e]
+		if L == 1 { // a decode step: the whole tensors, no views (it allocates nothing)
+			s.egu[0], s.egu[1] = s.ge, s.ue
+			b.MatMuls(s.egu, x, ex.gu) // (1, Fe)
+			b.GLU(s.ge, s.ge, s.ue, m.act)
+			b.MatMul(s.oe, s.ge, ex.down) // (1, D)
+			b.AddScaled(s.mo, s.oe, s.route[0].weight(e))
+			continue
+		}
+		g, u, o := s.ge.Rows(0, n), s.ue.Rows(0, n), s.oe.Rows(0, n)
+		s.egu[0], s.egu[1] = g, u
+		b.MatMuls(s.egu, x, ex.gu) // (n, Fe)
+		b.GLU(g, g, u, m.act)
+		b.MatMul(o, g, ex.down) // (n, D)
+		for j, t := range rows {
+			b.AddScaled(s.mo.Rows(t, t+1), o.Rows(j, j+1), s.route[t].weight(e))
+		}
+	}
+	return s.mo
+}
+
+// route sets r to the k experts of largest softmax(logits) (float32, as
+// transformers takes it; ties to the lower id) and their weights; p is
+// scratch of len(logits).
+func route(r *routed, p, logits []float32, k int, renorm bool) {
+	mx := logits[0]
+	for _, v := range logits {
+		mx = max(mx, v)
+	}
+	var sum float32
+	for i, v := range logits {
+		p[i] = float32(math.Exp(float64(v - mx)))
+		sum += p[i]
+	}
+	for i := range p {
+		p[i] /= sum
+	}
+	for j := range k {
+		best := -1
+		for i, v := range p {
+			if !slices.Contains(r.ids[:j], i) && (best < 0 || v > p[best]) {
+				best = i
+			}
+		}
+		r.ids[j], r.w[j] = best, p[best]
+	}
+	if renorm {
+		var s float32
+		for _, w := range r.w {
+			s += w
+		}
+		for j := range r.w {
+			r.w[j] /= s
+		}
+	}
+}
+
+// weight is expert e's routing weight (e is one of r's experts).
+func (r *routed) weight(e int) float32 {
+	return r.w[slices.Index(r.ids, e)]
 }
 
 // linears computes dst[i] = x·w[i]ᵀ (+ bias[i] unless nil) in one MatMuls.

@@ -140,3 +140,18 @@ typedef decltype(rope_store<float>) rope_store_t;
 template [[host_name("rope_store_f32")]] kernel rope_store_t rope_store<float>;
 typedef decltype(rope_store<half>) rope_store_half_t;
 template [[host_name("rope_store_f16_f32")]] kernel rope_store_half_t rope_store<half>;
+
+// add_scaled_f32: y[i] += c·x[i] for i < n (unary_args; c the scale): a
+// mixture-of-experts layer's weighted sum of its experts' outputs. Grid as
+// elementwise.metal's: ⌈n/256⌉ threadgroups of 256 threads, thread i element i.
+// Numerics: the product rounded, then the sum (no fma: fast math on Apple
+// GPUs may contract it; the PTX is built without contraction).
+kernel void add_scaled_f32(
+        constant unary_args & args [[buffer(0)]],
+        device const float  * x    [[buffer(1)]],
+        device       float  * y    [[buffer(2)]],
+        uint i [[thread_position_in_grid]]) {
+    if (i < args.n) {
+        y[i] = y[i] + args.c * x[i];
+    }
+}
