@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ingot-llm/ingot"
 	"github.com/ingot-llm/ingot/model"
@@ -33,8 +34,16 @@ func randomSchema(rng *rand.Rand, depth int) map[string]any {
 	switch k := kinds[rng.IntN(len(kinds))]; k {
 	case "string", "number", "integer", "boolean", "null":
 		s := map[string]any{"type": k, "description": "a " + k}
-		if k == "string" && rng.IntN(3) == 0 {
+		switch r := rng.IntN(6); {
+		case k != "string":
+		case r < 2:
 			s["format"] = []string{"date-time", "date", "time", "uuid", "ipv4"}[rng.IntN(5)]
+		case r < 4:
+			lo := rng.IntN(3)
+			s["minLength"] = lo
+			if r == 3 {
+				s["maxLength"] = lo + rng.IntN(4)
+			}
 		}
 		return s
 	case "enum":
@@ -137,6 +146,15 @@ func validate(schema, v any, root map[string]any) error {
 		}
 		if !slices.ContainsFunc(names, func(n any) bool { return hasType(v, n.(string)) }) {
 			return fmt.Errorf("%v is not of type %v", v, t)
+		}
+	}
+	if str, ok := v.(string); ok {
+		n := int64(utf8.RuneCountInString(str))
+		if lo, ok := s["minLength"].(json.Number); ok && n < mustInt(lo) {
+			return fmt.Errorf("%q is shorter than minLength %s", str, lo)
+		}
+		if hi, ok := s["maxLength"].(json.Number); ok && n > mustInt(hi) {
+			return fmt.Errorf("%q is longer than maxLength %s", str, hi)
 		}
 	}
 	if f, ok := s["format"].(string); ok {

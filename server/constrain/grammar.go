@@ -33,9 +33,10 @@ const (
 
 // elem is one element of an alternative.
 type elem struct {
-	kind elemKind
-	rule int32
-	set  byteSet
+	kind     elemKind
+	rule     int32
+	set      byteSet
+	min, max int32 // a string's characters (code points); max < 0: no limit
 }
 
 // A Grammar is a compiled byte-level grammar: rules of alternatives of
@@ -98,6 +99,8 @@ func (b *builder) rule(alts ...[]elem) int32 {
 		for _, e := range a {
 			key = append(key, byte(e.kind))
 			key = binary.LittleEndian.AppendUint32(key, uint32(e.rule))
+			key = binary.LittleEndian.AppendUint32(key, uint32(e.min))
+			key = binary.LittleEndian.AppendUint32(key, uint32(e.max))
 			for _, w := range e.set {
 				key = binary.LittleEndian.AppendUint64(key, w)
 			}
@@ -114,7 +117,7 @@ func (b *builder) rule(alts ...[]elem) int32 {
 
 func ref(r int32) elem       { return elem{kind: elemRule, rule: r} }
 func bytesOf(s byteSet) elem { return elem{kind: elemBytes, set: s} }
-func stringBody() elem       { return elem{kind: elemString} }
+func stringBody() elem       { return elem{kind: elemString, max: -1} }
 func seq(parts ...[]elem) []elem {
 	var out []elem
 	for _, p := range parts {
@@ -149,6 +152,11 @@ func (b *builder) strRule() int32 {
 		b.str = b.rule(seq(lit(`"`), one(stringBody())))
 	}
 	return b.str
+}
+
+// strLenRule: a JSON string of min to max characters (max < 0: any).
+func (b *builder) strLenRule(min, max int) int32 {
+	return b.rule(seq(lit(`"`), one(elem{kind: elemString, min: int32(min), max: int32(max)})))
 }
 
 // digits is a rule of lo to hi decimal digits (lo ≥ 0, hi ≥ lo).

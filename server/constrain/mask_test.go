@@ -56,6 +56,9 @@ func maskExact(t *testing.T, v *Vocab) {
 		"",
 		`{"type":"object","properties":{"name":{"type":"string"},"tags":{"type":"array","items":{"enum":["a","bc",7]},"maxItems":3},"n":{"type":"number"}},"required":["name","n"]}`,
 		`{"anyOf":[{"type":"string"},{"type":"array","items":{"type":"integer"}},{"const":"stop"}]}`,
+		`{"type":"array","items":{"type":"string","minLength":2,"maxLength":5},"maxItems":6}`,
+		`{"anyOf":[{"type":"string","maxLength":3},{"type":"string","minLength":6,"maxLength":9}]}`,
+		`{"type":"object","properties":{"d":{"type":"string","format":"date-time"},"s":{"type":"string","maxLength":12}},"required":["d","s"]}`,
 	}
 	mask := make([]uint64, (v.n+63)/64)
 	for _, s := range schemas {
@@ -98,8 +101,9 @@ func popcount(mask []uint64) int {
 
 // BenchmarkMask measures one mask computation with the cache off, in the
 // states a generation passes through (in a free string: the plain-token fast
-// path; after a key: the whole trie), for the demo vocabulary (4k) and
-// Llama 3's (128k).
+// path; after a key: the whole trie; in a string with maxLength, whose
+// states do not repeat, the plain tokens that fit), for the demo vocabulary
+// (4k) and Llama 3's (128k).
 func BenchmarkMask(b *testing.B) {
 	for _, vc := range []struct{ name, dir string }{
 		{"demo", demoDir},
@@ -108,12 +112,14 @@ func BenchmarkMask(b *testing.B) {
 		t0 := time.Now()
 		v := testVocab(b, vc.dir, 0)
 		b.Logf("vocab=%s: %d tokens, trie %d nodes (rest %d), built in %v", vc.name, v.n, len(v.all.nodes), len(v.rest.nodes), time.Since(t0))
-		g := mustCompile(b, `{"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"},"tags":{"type":"array","items":{"type":"string"}}},"required":["name","age","tags"]}`)
+		g := mustCompile(b, `{"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"},"tags":{"type":"array","items":{"type":"string"}},
+			"nick":{"type":"string","maxLength":100}},"required":["name","age","tags","nick"]}`)
 		for _, st := range []struct{ name, prefix string }{
 			{"start", ``},
 			{"string", `{"name":"Ada Love`},
 			{"integer", `{"name":"Ada", "age":3`},
 			{"array", `{"name":"Ada", "age":36, "tags":["x", `},
+			{"string-maxLength", `{"name":"Ada", "age":36, "tags":[], "nick":"A`},
 		} {
 			b.Run("vocab="+vc.name+"/state="+st.name, func(b *testing.B) {
 				m := NewMatcher(g, v)

@@ -108,13 +108,12 @@ func (m *Matcher) advance(out []int32, state []int32, c byte) []int32 {
 				out = m.expand(out, m.push(f.alt, f.pos+1, 0, f.parent), 0)
 			}
 		case elemString:
-			sub, done, ok := stringStep(f.sub, c)
-			switch {
-			case !ok:
-			case done:
-				out = m.expand(out, m.push(f.alt, f.pos+1, 0, f.parent), 0)
-			default:
-				out = append(out, m.push(f.alt, f.pos, sub, f.parent))
+			if sub, ok := stringLenStep(e, f.sub, c); ok {
+				if sub == strDone {
+					out = m.expand(out, m.push(f.alt, f.pos+1, 0, f.parent), 0)
+				} else {
+					out = append(out, m.push(f.alt, f.pos, sub, f.parent))
+				}
 			}
 		}
 	}
@@ -242,12 +241,36 @@ func (m *Matcher) Mask(mask []uint64) {
 	base := len(m.arena)
 	m.buf = append(m.buf[:0], m.state...)
 	root := &m.v.all
-	if m.inStrings() {
-		// Every token of complete string characters continues the strings.
-		for i, w := range m.v.plain {
-			mask[i] |= w
+	if room, ok := m.inStrings(); ok {
+		// Every token of complete string characters continues the strings,
+		// as long as it fits the room a length limit leaves; one that does
+		// not fit some stack is walked with the others.
+		limited := false
+		for _, fi := range m.state {
+			limited = limited || m.g.alts[m.arena[fi].alt][m.arena[fi].pos].max >= 0
 		}
-		root = &m.v.rest
+		switch {
+		case !limited:
+			for i, w := range m.v.plain {
+				mask[i] |= w
+			}
+			root = &m.v.rest
+		case len(m.state) == 1:
+			fit := m.v.plainUpTo(room)
+			if long := m.v.plainByChars[fit:]; len(long) < fit {
+				for i, w := range m.v.plain {
+					mask[i] |= w
+				}
+				for _, id := range long {
+					mask[id>>6] &^= 1 << (id & 63)
+				}
+			} else {
+				for _, id := range m.v.plainByChars[:fit] {
+					mask[id>>6] |= 1 << (id & 63)
+				}
+			}
+			root = &m.v.rest
+		}
 	}
 	m.walk(root, 0, 0, len(m.buf), mask)
 	m.arena = m.arena[:base]
@@ -258,18 +281,27 @@ func (m *Matcher) Mask(mask []uint64) {
 }
 
 // inStrings reports whether every stack is inside a string, between
-// characters.
-func (m *Matcher) inStrings() bool {
+// characters, and returns the most characters any of them may still take
+// (-1: no limit).
+func (m *Matcher) inStrings() (int, bool) {
+	room := 0
 	for _, fi := range m.state {
 		if fi == accepted {
-			return false
+			return 0, false
 		}
 		f := m.arena[fi]
-		if m.g.alts[f.alt][f.pos].kind != elemString || f.sub != strChar {
-			return false
+		e := &m.g.alts[f.alt][f.pos]
+		if e.kind != elemString || f.sub&0xff != strChar {
+			return 0, false
+		}
+		switch r := int(e.max) - int(f.sub>>8); {
+		case e.max < 0 || room < 0:
+			room = -1
+		case r > room:
+			room = r
 		}
 	}
-	return len(m.state) > 0
+	return room, len(m.state) > 0
 }
 
 // walk visits the children of trie node at, with the stacks of buf[lo:hi]
@@ -306,13 +338,39 @@ func (m *Matcher) stateKey(k []byte) []byte {
 	return k
 }
 
-// String-body states (frame.sub of a string element).
+// String-body states: the low byte of frame.sub of a string element (the
+// bits above count the characters so far).
 const (
 	strChar   = 0  // between characters
 	strEscape = 1  // after a backslash
 	strHex    = 2  // 2..5: after \u, with 4..1 hex digits to come
+	strHexD   = 6  // after \uD: 0-7 must follow (no surrogate escapes)
 	strUTF8   = 16 // 16 + 8*(continuation bytes to come) + range of the next one
+	strDone   = 0xffffffff
 )
+
+// stringLenStep advances the string element e in state sub over c,
+// counting characters against e's limits: the new state (strDone after the
+// closing quote) and whether c is allowed. A character may begin only if
+// there is room for it, and the string may end only with min characters.
+func stringLenStep(e *elem, sub uint32, c byte) (uint32, bool) {
+	st, n := sub&0xff, int32(sub>>8)
+	next, done, ok := stringStep(st, c)
+	switch {
+	case !ok:
+		return 0, false
+	case done:
+		return strDone, n >= e.min
+	case st == strChar && e.max >= 0 && n >= e.max:
+		return 0, false // no room for another character
+	case next == strChar && (e.max >= 0 || n < e.min):
+		// A character ends with every step back between characters. Only
+		// what a limit needs is counted, so that the states of a string
+		// without one repeat (and its masks come from the cache).
+		n++
+	}
+	return uint32(n)<<8 | next, true
+}
 
 // utf8Ranges are the allowed ranges of the next continuation byte, by the
 // lead byte that set them (Unicode table 3-7).
@@ -356,11 +414,18 @@ func stringStep(sub uint32, c byte) (uint32, bool, bool) {
 			return strHex, false, true
 		}
 		return 0, false, false
-	case sub < strUTF8:
-		if !isHex(c) {
+	case sub == strHexD:
+		if c < '0' || c > '7' {
 			return 0, false, false
 		}
-		if sub == strHex+3 {
+		return strHex + 2, false, true
+	case sub < strUTF8:
+		switch {
+		case !isHex(c):
+			return 0, false, false
+		case sub == strHex && (c == 'd' || c == 'D'):
+			return strHexD, false, true
+		case sub == strHex+3:
 			return strChar, false, true
 		}
 		return sub + 1, false, true

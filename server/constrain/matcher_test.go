@@ -36,7 +36,8 @@ func TestGrammarDocuments(t *testing.T) {
 	}{
 		{"empty object", "", `{}`, true},
 		{"nested", "", `{"a":[1,[2,[]],{"b":null}],"c": true, "d":"x"}`, true},
-		{"escapes", "", `{"a":"\"\\\/\b\f\n\r\t\u00e9\uD83D\uDE00"}`, true},
+		{"escapes", "", `{"a":"\"\\\/\b\f\n\r\t\u00e9\uCAFE"}`, true},
+		{"surrogate escape", "", `{"a":"\uD83D\uDE00"}`, false},
 		{"bad escape", "", `{"a":"\x"}`, false},
 		{"short unicode escape", "", `{"a":"\u12"}`, false},
 		{"raw newline in string", "", "{\"a\":\"\n\"}", false},
@@ -83,6 +84,12 @@ func TestGrammarDocuments(t *testing.T) {
 		{"map bad value", `{"type":"object","additionalProperties":{"type":"integer"}}`, `{"a":"1"}`, false},
 		{"closed empty", `{"type":"object","additionalProperties":false}`, `{}`, true},
 		{"true schema", `true`, `[1,"a",{}]`, true},
+		{"maxLength", `{"type":"string","maxLength":3}`, `"aé\n"`, true},
+		{"maxLength exceeded", `{"type":"string","maxLength":3}`, `"abcd"`, false},
+		{"maxLength escape", `{"type":"string","maxLength":3}`, `"ab\u00e9x"`, false},
+		{"minLength", `{"type":"string","minLength":2}`, `"日本"`, true},
+		{"minLength short", `{"type":"string","minLength":2}`, `"日"`, false},
+		{"length zero", `{"type":"string","maxLength":0}`, `""`, true},
 		{"date", `{"type":"string","format":"date"}`, `"2024-12-31"`, true},
 		{"date february 30", `{"type":"string","format":"date"}`, `"2024-02-30"`, false},
 		{"date april 31", `{"type":"string","format":"date"}`, `"2024-04-31"`, false},
@@ -172,6 +179,10 @@ func TestCompileSchemaErrors(t *testing.T) {
 		{"missing def", `{"$ref":"#/$defs/nope"}`, "$ref"},
 		{"ref sibling", `{"$defs":{"a":true},"$ref":"#/$defs/a","type":"string"}`, "type"},
 		{"additionalProperties number", `{"type":"object","additionalProperties":3}`, "additionalProperties"},
+		{"minLength negative", `{"type":"string","minLength":-1}`, "minLength"},
+		{"maxLength below minLength", `{"type":"string","minLength":3,"maxLength":2}`, "maxLength"},
+		{"maxLength huge", `{"type":"string","maxLength":10000000}`, "maxLength"},
+		{"format and maxLength", `{"type":"string","format":"uuid","maxLength":36}`, "format"},
 		{"nested too deep", `{"type":"array","items":` + strings.Repeat(`{"type":"array","items":`, 70) + `true` + strings.Repeat(`}`, 71), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

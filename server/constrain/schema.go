@@ -35,8 +35,9 @@ func AnyObject() *Grammar {
 
 // Limits of the schemas CompileSchema accepts.
 const (
-	maxItemsLimit = 256 // minItems and maxItems
-	maxDepth      = 64  // nesting of subschemas
+	maxItemsLimit  = 256     // minItems and maxItems
+	maxLengthLimit = 1 << 20 // minLength and maxLength
+	maxDepth       = 64      // nesting of subschemas
 )
 
 // CompileSchema compiles a JSON schema into a grammar of the JSON documents
@@ -51,6 +52,8 @@ const (
 //     beyond properties are generated, which every schema accepts);
 //   - array: items (one schema), minItems and maxItems (at most 256);
 //   - enum (any JSON values), const;
+//   - string minLength and maxLength (characters: code points; at most
+//     2²⁰);
 //   - format of strings: date-time, date, time (RFC 3339, with an offset;
 //     February has 28 days and no leap second is generated), uuid, ipv4;
 //   - anyOf; $ref to "#/$defs/NAME" or "#/definitions/NAME" (not
@@ -163,7 +166,7 @@ var annotations = map[string]bool{"title": true, "description": true, "default":
 	"$defs": true, "definitions": true, "strict": true}
 
 // keywords are the constraining keywords compiled, by the types they apply to.
-var keywords = map[string]bool{"format": true, "type": true, "properties": true, "required": true, "additionalProperties": true,
+var keywords = map[string]bool{"format": true, "minLength": true, "maxLength": true, "type": true, "properties": true, "required": true, "additionalProperties": true,
 	"items": true, "minItems": true, "maxItems": true, "enum": true, "const": true, "anyOf": true, "$ref": true}
 
 func join(path, key string) string {
@@ -240,6 +243,20 @@ func (c *compiler) object(s *object, path string, depth int) (int32, error) {
 		return 0, err
 	}
 	str := c.b.strRule()
+	lo, err := c.count(s, path, "minLength", 0, maxLengthLimit)
+	if err != nil {
+		return 0, err
+	}
+	hi, err := c.count(s, path, "maxLength", -1, maxLengthLimit)
+	if err != nil {
+		return 0, err
+	}
+	if hi >= 0 && hi < lo {
+		return 0, fail(join(path, "maxLength"), "%d is less than minLength (%d)", hi, lo)
+	}
+	if lo > 0 || hi >= 0 {
+		str = c.b.strLenRule(lo, hi)
+	}
 	if f, ok := s.get("format"); ok {
 		name, _ := f.(string)
 		build, known := formats[name]
@@ -250,6 +267,8 @@ func (c *compiler) object(s *object, path string, depth int) (int32, error) {
 			return 0, fail(join(path, "format"), "format %v is not supported (supported: date-time, date, time, uuid, ipv4)", f)
 		case isEnum || isConst:
 			return 0, fail(join(path, "format"), "format beside enum or const is not supported")
+		case lo > 0 || hi >= 0:
+			return 0, fail(join(path, "format"), "format beside minLength or maxLength is not supported")
 		}
 		str = c.b.rule(seq(lit(`"`), build(c.b), lit(`"`)))
 	}
@@ -569,25 +588,28 @@ func (c *compiler) objectType(s *object, path string, depth int) (int32, error) 
 	return c.b.rule(seq(lit("{"), one(ref(first[0])), lit("}"))), nil
 }
 
+// count reads the count keyword k of s: an integer in [0, limit], def
+// when absent.
+func (c *compiler) count(s *object, path, k string, def, limit int) (int, error) {
+	v, ok := s.get(k)
+	if !ok {
+		return def, nil
+	}
+	num, _ := v.(json.Number)
+	n, err := strconv.Atoi(num.String())
+	if err != nil || n < 0 || n > limit {
+		return 0, fail(join(path, k), "must be an integer in [0, %d], got %v", limit, v)
+	}
+	return n, nil
+}
+
 // arrayType compiles s as an array.
 func (c *compiler) arrayType(s *object, path string, depth int) (int32, error) {
-	count := func(k string, def int) (int, error) {
-		v, ok := s.get(k)
-		if !ok {
-			return def, nil
-		}
-		num, _ := v.(json.Number)
-		n, err := strconv.Atoi(num.String())
-		if err != nil || n < 0 || n > maxItemsLimit {
-			return 0, fail(join(path, k), "must be an integer in [0, %d], got %v", maxItemsLimit, v)
-		}
-		return n, nil
-	}
-	lo, err := count("minItems", 0)
+	lo, err := c.count(s, path, "minItems", 0, maxItemsLimit)
 	if err != nil {
 		return 0, err
 	}
-	hi, err := count("maxItems", -1)
+	hi, err := c.count(s, path, "maxItems", -1, maxItemsLimit)
 	if err != nil {
 		return 0, err
 	}

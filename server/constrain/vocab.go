@@ -2,6 +2,7 @@ package constrain
 
 import (
 	"bytes"
+	"math"
 	"slices"
 )
 
@@ -16,6 +17,19 @@ type Vocab struct {
 	all   trie     // every token
 	plain []uint64 // tokens of complete JSON string characters only
 	rest  trie     // every token not in plain
+
+	// plainByChars lists plain's tokens by their characters, fewest first;
+	// plainStarts[k] is where those of more than k characters begin.
+	plainByChars []int32
+	plainStarts  []int
+}
+
+// plainUpTo returns how many of plainByChars have at most k characters.
+func (v *Vocab) plainUpTo(k int) int {
+	if k >= len(v.plainStarts) {
+		return len(v.plainByChars)
+	}
+	return v.plainStarts[k]
 }
 
 // trie is a byte trie of tokens; node 0 is the root.
@@ -47,15 +61,24 @@ func NewVocab(n int, tokens [][]byte, eos []int32) *Vocab {
 		}
 	}
 	var all, rest []int32
+	chars := map[int32]int{}
 	for id, b := range v.tokens {
 		if b == nil {
 			continue
 		}
 		all = append(all, int32(id))
-		if plainString(b) {
+		if n, ok := plainString(b); ok {
 			v.plain[id>>6] |= 1 << (id & 63)
+			v.plainByChars = append(v.plainByChars, int32(id))
+			chars[int32(id)] = n
 		} else {
 			rest = append(rest, int32(id))
+		}
+	}
+	slices.SortStableFunc(v.plainByChars, func(a, b int32) int { return chars[a] - chars[b] })
+	for i, id := range v.plainByChars {
+		for len(v.plainStarts) < chars[id] {
+			v.plainStarts = append(v.plainStarts, i)
 		}
 	}
 	v.all = v.buildTrie(all)
@@ -63,16 +86,18 @@ func NewVocab(n int, tokens [][]byte, eos []int32) *Vocab {
 	return v
 }
 
-// plainString reports whether b is whole characters of a JSON string's body.
-func plainString(b []byte) bool {
+// plainString reports whether b is whole characters of a JSON string's
+// body, and how many.
+func plainString(b []byte) (int, bool) {
+	e := &elem{kind: elemString, max: math.MaxInt32} // counts every character
 	sub := uint32(strChar)
 	for _, c := range b {
-		var done, ok bool
-		if sub, done, ok = stringStep(sub, c); !ok || done {
-			return false
+		var ok bool
+		if sub, ok = stringLenStep(e, sub, c); !ok || sub == strDone {
+			return 0, false
 		}
 	}
-	return sub == strChar
+	return int(sub >> 8), sub&0xff == strChar
 }
 
 func (v *Vocab) isEOS(id int32) bool { return slices.Contains(v.eos, id) }
