@@ -94,7 +94,8 @@ type Model struct {
 }
 
 // Load opens a model directory (config.json, *.safetensors and, when present,
-// tokenizer.json and tokenizer_config.json). An empty dir loads the built-in
+// tokenizer.json and tokenizer_config.json) or a GGUF file, whose tokenizer
+// and chat template come from its metadata. An empty dir loads the built-in
 // demo, tinycode-llama: a 4M-parameter model trained on Python source.
 func Load(ctx context.Context, dir string, o Options) (*Model, error) {
 	t0 := time.Now()
@@ -121,7 +122,12 @@ func Load(ctx context.Context, dir string, o Options) (*Model, error) {
 		return nil, err
 	}
 	l := &Model{m: m, b: b, reason: reason}
-	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err == nil {
+	if path, ok, _ := model.GGUFFile(dir); ok {
+		if l.tok, err = tokenize.LoadGGUF(path); err != nil {
+			l.Close()
+			return nil, err
+		}
+	} else if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err == nil {
 		if l.tok, err = tokenize.Load(dir); err != nil {
 			l.Close()
 			return nil, err

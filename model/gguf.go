@@ -166,6 +166,22 @@ func ggufTypeMix(f *gguf.File) string {
 	return strings.Join(s, " ")
 }
 
+// ggufFileTypes names llama.cpp's general.file_type values (enum llama_ftype).
+var ggufFileTypes = map[uint64]string{
+	0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K", 11: "Q3_K_S",
+	12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K", 32: "BF16",
+}
+
+// ggufFileType returns the name of general.file_type ("Q4_K_M"), or "?" when
+// it is absent or unknown.
+func ggufFileType(f *gguf.File) string {
+	v, ok, err := f.Uint("general.file_type")
+	if name, known := ggufFileTypes[v]; ok && err == nil && known {
+		return name
+	}
+	return "?"
+}
+
 // ggufConfig maps the <arch>.* metadata to a Config. It reports every problem
 // at once, naming the GGUF key.
 func ggufConfig(f *gguf.File) (*Config, bool, error) {
@@ -207,7 +223,7 @@ func ggufConfig(f *gguf.File) (*Config, bool, error) {
 		}
 		return v, ok && err == nil
 	}
-	c := &Config{Architectures: []string{a.hf}, ModelType: name}
+	c := &Config{Architectures: []string{a.hf}, ModelType: name, DType: "gguf " + ggufFileType(f)}
 	c.HiddenSize = uint("embedding_length", true)
 	c.IntermediateSize = uint("feed_forward_length", true)
 	c.NumLayers = uint("block_count", true)

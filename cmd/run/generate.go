@@ -41,7 +41,7 @@ func parseGenFlags(args []string, stderr io.Writer) (*genFlags, error) {
 	f := &genFlags{set: map[string]bool{}}
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are reported once, by run
-	fs.StringVar(&f.model, "model", "", "model directory (config.json, *.safetensors, tokenizer.json); default: the built-in tinycode-llama demo")
+	fs.StringVar(&f.model, "model", "", "model directory (config.json, *.safetensors, tokenizer.json) or GGUF file; default: the built-in tinycode-llama demo")
 	fs.StringVar(&f.prompt, "prompt", "", "prompt text (encoded with the model's tokenizer, BOS added); echoed before the completion")
 	fs.StringVar(&f.promptIDs, "prompt-ids", "", "comma-separated prompt token ids (replaces -prompt)")
 	fs.IntVar(&f.n, "n", 256, "maximum tokens to generate (0: until EOS or the context is full)")
@@ -202,7 +202,11 @@ func generate(args []string, stdin io.Reader, stdout, stderr io.Writer, intr <-c
 	if name == "" {
 		name = "tinycode-llama (built in)"
 	}
-	fmt.Fprintf(stderr, "loaded %s (%s, %d layers, %.1f MB of weights) on %s in %.2fs\n", name, raw.Config.Arch(),
+	arch := raw.Config.Arch()
+	if raw.GGUFTypes != "" {
+		arch += ", " + raw.Config.DType + ": " + raw.GGUFTypes
+	}
+	fmt.Fprintf(stderr, "loaded %s (%s, %d layers, %.1f MB of weights) on %s in %.2fs\n", name, arch,
 		raw.Config.NumLayers, float64(raw.WeightBytes())/1e6, m.Backend(), m.LoadTime().Seconds())
 	s, err := m.NewSession(ingot.SessionOptions{Context: f.ctxLen, KV: f.kv})
 	if err != nil {

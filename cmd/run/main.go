@@ -1,5 +1,5 @@
 // Command run generates text with a Llama-family model from a Hugging Face or
-// mlx-community directory, in pure Go.
+// mlx-community directory, or a GGUF file (-model x.gguf), in pure Go.
 //
 //	run [-model DIR] -prompt TEXT [flags]       complete a prompt (streamed to stdout)
 //	run -model DIR -prompt-ids 1,2,3 [flags]     complete token ids (no tokenizer needed)

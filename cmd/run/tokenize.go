@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ingot-llm/ingot/model"
 	"github.com/ingot-llm/ingot/tokenize"
 )
 
@@ -38,7 +39,7 @@ func runTokenize(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, tokenizeUsage)
 		fs.PrintDefaults()
 	}
-	modelDir := fs.String("model", "", "model `directory` holding tokenizer.json (and tokenizer_config.json)")
+	modelDir := fs.String("model", "", "model `directory` holding tokenizer.json (and tokenizer_config.json), or a GGUF file")
 	tokFile := fs.String("tokenizer", "", "tokenizer.json `file`")
 	special := fs.Bool("special", false, "add the post-processor's special tokens (BOS), as add_special_tokens=True")
 	jsonOut := fs.Bool("json", false, `print {"ids":[…],"tokens":[…]} (with -decode: {"text":"…"})`)
@@ -142,7 +143,7 @@ func runChatTemplate(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 		fmt.Fprint(stderr, chatTemplateUsage)
 		fs.PrintDefaults()
 	}
-	modelDir := fs.String("model", "", "model `directory` holding tokenizer_config.json")
+	modelDir := fs.String("model", "", "model `directory` holding tokenizer_config.json, or a GGUF file")
 	cfgFile := fs.String("tokenizer-config", "", "tokenizer_config.json `file`")
 	msgFile := fs.String("messages", "", "JSON `file` with the array of messages (\"-\": standard input)")
 	genPrompt := fs.Bool("add-generation-prompt", false, "end with the header of an assistant turn")
@@ -231,6 +232,11 @@ func loadTokenizer(dir, file string) (*tokenize.Tokenizer, error) {
 	case (dir == "") == (file == ""):
 		return nil, fmt.Errorf("%w (-tokenizer)", errNeedSource)
 	case dir != "":
+		if path, ok, err := model.GGUFFile(dir); err != nil {
+			return nil, err
+		} else if ok {
+			return tokenize.LoadGGUF(path)
+		}
 		return tokenize.Load(dir)
 	}
 	cfg := filepath.Join(filepath.Dir(file), "tokenizer_config.json")
@@ -248,6 +254,15 @@ func loadChatTemplate(dir, file string) (*tokenize.ChatTemplate, error) {
 		return nil, fmt.Errorf("%w (-tokenizer-config)", errNeedSource)
 	case file != "":
 		return tokenize.LoadChatTemplate(file)
+	}
+	if path, ok, err := model.GGUFFile(dir); err != nil {
+		return nil, err
+	} else if ok {
+		tk, err := tokenize.LoadGGUF(path)
+		if err != nil {
+			return nil, err
+		}
+		return tk.ChatTemplate()
 	}
 	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
 		return tokenize.LoadChatTemplate(filepath.Join(dir, "tokenizer_config.json"))
