@@ -106,13 +106,8 @@ func newLlama(c *Config, a arch, l *loader) (*llama, error) {
 			load(&ly.wk, "self_attn.k_proj", Hkv*Dh, D)
 			load(&ly.wv, "self_attn.v_proj", Hkv*Dh, D)
 			load(&ly.router, "mlp.gate", c.NumExperts, D)
-			ly.experts = make([]expert, c.NumExperts)
-			for j := range ly.experts {
-				e, q := &ly.experts[j], fmt.Sprintf("mlp.experts.%d.", j)
-				e.gu = make([]*kernels.Tensor, 2)
-				load(&e.gu[0], q+"gate_proj", c.MoEIntermediate, D)
-				load(&e.gu[1], q+"up_proj", c.MoEIntermediate, D)
-				load(&e.down, q+"down_proj", D, c.MoEIntermediate)
+			if err == nil {
+				err = m.loadExperts(ly, l, p)
 			}
 		default:
 			load(&ly.wq, "self_attn.q_proj", H*Dh, D)
@@ -177,6 +172,56 @@ func newLlama(c *Config, a arch, l *loader) (*llama, error) {
 		m.local[i] = local != nil && len(c.LayerTypes) > 0 && c.LayerTypes[i] == "sliding_attention"
 	}
 	return m, nil
+}
+
+// loadExperts loads a mixture-of-experts layer's experts: Hugging Face's
+// mlp.experts.{j}.{gate,up,down}_proj, or mlx-lm's stacked
+// mlp.switch_mlp.{gate,up,down}_proj [E, Fe, D] / [E, D, Fe] (f32/f16/bf16 or
+// MLX affine), split into per-expert row views (no copy).
+func (m *llama) loadExperts(ly *layer, l *loader, p string) error {
+	c := m.cfg
+	E, Fe, D := c.NumExperts, c.MoEIntermediate, c.HiddenSize
+	ly.experts = make([]expert, E)
+	for j := range ly.experts {
+		ly.experts[j].gu = make([]*kernels.Tensor, 2)
+	}
+	if !l.has(p + "mlp.switch_mlp.gate_proj.weight") {
+		for j := range ly.experts {
+			e, q := &ly.experts[j], fmt.Sprintf("%smlp.experts.%d.", p, j)
+			var err error
+			for _, w := range []struct {
+				dst        **kernels.Tensor
+				name       string
+				rows, cols int
+			}{{&e.gu[0], "gate_proj", Fe, D}, {&e.gu[1], "up_proj", Fe, D}, {&e.down, "down_proj", D, Fe}} {
+				if *w.dst, err = l.matrix(q+w.name, w.rows, w.cols); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	for _, w := range []struct {
+		name       string
+		rows, cols int
+		dst        func(e *expert) **kernels.Tensor
+	}{
+		{"gate_proj", Fe, D, func(e *expert) **kernels.Tensor { return &e.gu[0] }},
+		{"up_proj", Fe, D, func(e *expert) **kernels.Tensor { return &e.gu[1] }},
+		{"down_proj", D, Fe, func(e *expert) **kernels.Tensor { return &e.down }},
+	} {
+		module := p + "mlp.switch_mlp." + w.name
+		all, err := l.hostMatrix(module, E*w.rows, w.cols)
+		if err != nil {
+			return err
+		}
+		for j := range ly.experts {
+			if *w.dst(&ly.experts[j]), err = l.upload(module+".weight", all.Rows(j*w.rows, (j+1)*w.rows)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // loadPhi3 splits Phi-3's fused projections into row views (no copy):

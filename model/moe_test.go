@@ -2,6 +2,11 @@ package model
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/ingot-llm/ingot/internal/msl/msltest"
@@ -50,5 +55,77 @@ func TestMoEWeightBytes(t *testing.T) {
 				t.Errorf("a decode step read %d weight bytes, want %d (the k = %d active experts of %d)", got, want, c.ExpertsPerToken, c.NumExperts)
 			}
 		})
+	}
+}
+
+// TestMoEStacked loads qwen3_moe with its experts stacked as mlx-lm writes
+// them (mlp.switch_mlp.{gate,up}_proj [E, Fe, D], down_proj [E, D, Fe]): the
+// logits must equal the per-expert checkpoint's.
+func TestMoEStacked(t *testing.T) {
+	src, ref := readRef(t, "qwen3_moe")
+	w, err := openWeights(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	s := open(t, src, Options{Threads: 1}, SessionOptions{})
+	c := s.m.Config
+	ts := map[string]*stTensor{}
+	for name, st := range w.tensors {
+		if !strings.Contains(name, ".mlp.experts.") {
+			ts[name] = st
+		}
+	}
+	for i := range c.NumLayers {
+		for _, proj := range []string{"gate_proj", "up_proj", "down_proj"} {
+			var data []byte
+			var shape []int
+			for j := range c.NumExperts {
+				st := w.tensors[fmt.Sprintf("model.layers.%d.mlp.experts.%d.%s.weight", i, j, proj)]
+				data, shape = append(data, st.Data...), st.Shape
+			}
+			ts[fmt.Sprintf("model.layers.%d.mlp.switch_mlp.%s.weight", i, proj)] = &stTensor{DType: "F32", Shape: append([]int{c.NumExperts}, shape...), Data: data}
+		}
+	}
+	dir := t.TempDir()
+	for _, f := range []string{"config.json", "generation_config.json"} {
+		if err := os.Symlink(filepath.Join(must(filepath.Abs(src)), f), filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeSafetensors(t, filepath.Join(dir, "model.safetensors"), ts)
+	want, err := s.Forward(context.Background(), ref.InputIDs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := open(t, dir, Options{Threads: 1}, SessionOptions{}).Forward(context.Background(), ref.InputIDs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("stacked experts change the logits by up to %g", maxAbs(got, want))
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// TestIsMatrix: stored shapes that are a (rows, cols) matrix, stacked or not.
+func TestIsMatrix(t *testing.T) {
+	for _, c := range []struct {
+		shape      []int
+		rows, cols int
+		want       bool
+	}{
+		{[]int{6, 4}, 6, 4, true}, {[]int{2, 3, 4}, 6, 4, true}, {[]int{2, 3, 4}, 6, 3, false},
+		{[]int{6}, 6, 1, false}, {[]int{3, 3, 4}, 6, 4, false}, {[]int{0, 6, 4}, 0, 4, false}, {[]int{-2, -3, 4}, 6, 4, false},
+	} {
+		if got := isMatrix(c.shape, c.rows, c.cols); got != c.want {
+			t.Errorf("isMatrix(%v, %d, %d) = %v", c.shape, c.rows, c.cols, got)
+		}
 	}
 }

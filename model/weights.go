@@ -167,7 +167,7 @@ func (l *loader) hostMatrix(module string, rows, cols int) (*kernels.Tensor, err
 	if st.DType == "U32" {
 		return l.quantized(module, st, rows, cols)
 	}
-	if len(st.Shape) != 2 || st.Shape[0] != rows || st.Shape[1] != cols {
+	if !isMatrix(st.Shape, rows, cols) {
 		return nil, fmt.Errorf("model: tensor %q has shape %v, config.json implies [%d %d]", st.Name, st.Shape, rows, cols)
 	}
 	dt, err := floatDType(st)
@@ -215,6 +215,23 @@ func floatDType(st *stTensor) (kernels.DType, error) {
 	return 0, fmt.Errorf("model: tensor %q has dtype %s (want F32, F16, BF16, or U32 with scales and biases)", st.Name, st.DType)
 }
 
+// isMatrix reports whether a stored shape is the (rows, cols) matrix: 2-D, or
+// more dimensions whose leading ones multiply to rows (mlx-lm stacks a
+// mixture of experts' matrices as [E, rows/E, cols]).
+func isMatrix(shape []int, rows, cols int) bool {
+	if len(shape) < 2 || shape[len(shape)-1] != cols {
+		return false
+	}
+	n := 1
+	for _, d := range shape[:len(shape)-1] {
+		if d <= 0 || n > rows {
+			return false
+		}
+		n *= d
+	}
+	return n == rows
+}
+
 // quantized loads an MLX affine module: weight U32 (rows, cols·bits/32), scales and
 // biases (rows, cols/group) in any float dtype, converted to f32.
 func (l *loader) quantized(module string, st *stTensor, rows, cols int) (*kernels.Tensor, error) {
@@ -226,7 +243,7 @@ func (l *loader) quantized(module string, st *stTensor, rows, cols int) (*kernel
 	if cols%q.GroupSize != 0 || cols*q.Bits%32 != 0 {
 		return nil, fmt.Errorf("model: tensor %q: %d columns are not a whole number of %d-element groups", st.Name, cols, q.GroupSize)
 	}
-	if len(st.Shape) != 2 || st.Shape[0] != rows || st.Shape[1] != cols*q.Bits/32 {
+	if !isMatrix(st.Shape, rows, cols*q.Bits/32) {
 		return nil, fmt.Errorf("model: tensor %q has shape %v, config.json implies [%d %d] for %d-bit codes of [%d %d]",
 			st.Name, st.Shape, rows, cols*q.Bits/32, q.Bits, rows, cols)
 	}
@@ -237,7 +254,7 @@ func (l *loader) quantized(module string, st *stTensor, rows, cols int) (*kernel
 		if !ok {
 			return nil, fmt.Errorf("model: missing tensor %q", l.prefix+module+"."+part)
 		}
-		if len(ps.Shape) != 2 || ps.Shape[0] != rows || ps.Shape[1] != groups {
+		if !isMatrix(ps.Shape, rows, groups) {
 			return nil, fmt.Errorf("model: tensor %q has shape %v, want [%d %d]", ps.Name, ps.Shape, rows, groups)
 		}
 		f, err := toF32(ps)
