@@ -95,41 +95,30 @@ func loadGGUF(ctx context.Context, path string, o Options) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
-	m, err := buildGGUF(ctx, path, f, o)
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	return m, nil
-}
-
-func buildGGUF(ctx context.Context, path string, f *gguf.File, o Options) (*Model, error) {
-	cfg, permuted, err := ggufConfig(f)
+	cfg, eos, files, quant, err := ggufModel(f)
 	if errors.Is(err, ErrUnsupportedArch) {
+		f.Close()
 		return nil, fmt.Errorf("%w in %s", err, path)
 	}
 	if err != nil {
+		f.Close()
 		return nil, fmt.Errorf("model: %s: %w", path, err)
 	}
-	eos, err := ggufEOS(f)
-	if err != nil {
-		return nil, fmt.Errorf("model: %s: %w", path, err)
-	}
-	files, quant, err := ggufWeights(f, cfg, permuted)
-	if err != nil {
-		return nil, fmt.Errorf("model: %s: %w", path, err)
-	}
+	// From here files owns the mapping: its Close releases the device's views
+	// of the file, then unmaps it.
 	if err := ctx.Err(); err != nil {
+		files.Close()
 		return nil, err
 	}
 	l := &loader{files: files, quant: quant, used: map[string]bool{}}
 	m, err := build(cfg, eos, l, o)
 	if err != nil {
+		files.Close()
 		return nil, fmt.Errorf("%w (in %s)", err, path)
 	}
-	m.files = files // unmaps f on Close
+	m.files = files
 	m.GGUFTypes = ggufTypeMix(f)
-	m.log.Info("gguf loaded", "file", path, "arch", ggufArchName(f), "types", m.GGUFTypes)
+	m.log.Info("gguf loaded", "file", path, "arch", cfg.ModelType, "types", m.GGUFTypes)
 	if un := l.unused(); len(un) > 0 {
 		slices.Sort(un)
 		m.log.Warn("model: unused tensors", "count", len(un), "first", un[0])
@@ -137,9 +126,21 @@ func buildGGUF(ctx context.Context, path string, f *gguf.File, o Options) (*Mode
 	return m, nil
 }
 
-func ggufArchName(f *gguf.File) string {
-	s, _, _ := f.String("general.architecture")
-	return s
+// ggufModel reads the config, EOS ids and weights of f.
+func ggufModel(f *gguf.File) (*Config, []int32, *weightFiles, *quantConfig, error) {
+	cfg, permuted, err := ggufConfig(f)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	eos, err := ggufEOS(f)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	files, quant, err := ggufWeights(f, cfg, permuted)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	return cfg, eos, files, quant, nil
 }
 
 // ggufTypeMix names the tensor types of a GGUF file with their counts, most
