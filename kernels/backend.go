@@ -116,6 +116,9 @@ type AttnParams struct {
 	Scale                   float32 // multiplies q·k (usually 1/√Dh)
 	Window                  int     // sliding window in tokens; 0: none
 	Softcap                 float32 // scores = Softcap·tanh(scores/Softcap); 0: none
+	// Sinks, one per query head (gpt-oss): a logit in every softmax's
+	// denominator that no value follows; nil: none. At most 1024 heads.
+	Sinks []float32
 }
 
 // Open returns the backend with the given name, as [Choose] does for a

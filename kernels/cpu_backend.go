@@ -281,7 +281,7 @@ func (c *CPU) Attention(dst, q, k, v *Tensor, pos int, p *AttnParams) {
 	}
 	c.attn = attnTask{c: c, dst: dst.F32(), q: q.F32(), k: cacheKV(k), v: cacheKV(v), L: L, a: cpu.Attn{
 		Heads: p.Heads, KVHeads: p.KVHeads, HeadDim: p.HeadDim,
-		Pos: pos, Window: p.Window, Scale: p.Scale, Softcap: p.Softcap,
+		Pos: pos, Window: p.Window, Scale: p.Scale, Softcap: p.Softcap, Sinks: p.Sinks,
 	}}
 	start := 0
 	if p.Window > 0 {

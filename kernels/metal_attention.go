@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/ingot-llm/ingot/metal"
 )
@@ -13,12 +14,12 @@ type attnArgs struct {
 	Window                          uint32
 	Softcap                         float32
 	Rows, Splits, SplitLen, Blk     uint32
-	KStride, Key0, Pad1, Pad2       uint32
+	KStride, Key0, Sinks, Pad2      uint32
 }
 
 // attnReduceArgs mirrors struct attn_reduce_args in shaders/common.h.
 type attnReduceArgs struct {
-	Heads, HeadDim, Splits, Rows uint32
+	Heads, HeadDim, Splits, Rows, Sinks uint32
 }
 
 const (
@@ -50,6 +51,9 @@ func (m *Metal) Attention(dst, q, k, v *Tensor, pos int, p *AttnParams) {
 	if k.DType != v.DType || (k.DType != DTypeF32 && k.DType != DTypeF16) {
 		panic(fmt.Sprintf("kernels: Attention: %s k, %s v (want f32 or f16, both alike)", k.DType, v.DType))
 	}
+	if p.Sinks != nil && (len(p.Sinks) != H || H > 1024) {
+		panic(fmt.Sprintf("kernels: Attention: %d sinks for %d heads (one each, at most 1024)", len(p.Sinks), H))
+	}
 	if Dh > attnMaxDh || group > attnMaxSG {
 		panic(fmt.Sprintf("kernels: Attention: head dim %d (max %d) or %d query heads per KV head (max %d) unsupported by the metal kernels", Dh, attnMaxDh, group, attnMaxSG))
 	}
@@ -60,6 +64,9 @@ func (m *Metal) Attention(dst, q, k, v *Tensor, pos int, p *AttnParams) {
 	blk := min(32, attnTGBytes/4/(2*Dh+1))
 	a := attnArgs{L: uint32(L), Pos: uint32(pos), Heads: uint32(H), KVHeads: uint32(Hkv), HeadDim: uint32(Dh),
 		Scale: p.Scale, Window: uint32(max(p.Window, 0)), Softcap: p.Softcap, Blk: uint32(blk), KStride: uint32(Dh + 1)}
+	if p.Sinks != nil {
+		a.Sinks = 1
+	}
 	if L == 1 {
 		end := pos + 1
 		key0 := 0
@@ -67,7 +74,7 @@ func (m *Metal) Attention(dst, q, k, v *Tensor, pos int, p *AttnParams) {
 			key0 = max(0, end-p.Window)
 		}
 		if n := end - key0; attnDecodeFits(k, v, group, Dh) && n <= attnDecMaxS*attnDecMaxSplits {
-			m.attnDecode(dst, q, k, v, a, key0, n)
+			m.attnDecode(dst, q, k, v, a, key0, n, p.Sinks)
 			return
 		}
 	}
@@ -81,7 +88,18 @@ func (m *Metal) Attention(dst, q, k, v *Tensor, pos int, p *AttnParams) {
 	setArgs(m, a)
 	m.bindAttn(q, k, v, blk, Dh)
 	m.out(4, dst)
+	m.bindSinks(5, q, p.Sinks)
 	m.run(metal.Size{W: Hkv, H: (L + rows - 1) / rows, D: 1}, metal.Size{W: 32 * rows * group, H: 1, D: 1})
+}
+
+// bindSinks binds the attention sinks at [[buffer(i)]] (setBytes), or, when
+// there are none, q in their place (the kernels then read nothing there).
+func (m *Metal) bindSinks(i int, q *Tensor, sinks []float32) {
+	if sinks == nil {
+		m.in(i, q)
+		return
+	}
+	m.bytes(i, unsafe.Slice((*byte)(unsafe.Pointer(&sinks[0])), 4*len(sinks)))
 }
 
 func (m *Metal) bindAttn(q, k, v *Tensor, blk, Dh int) {
@@ -157,7 +175,7 @@ func attnDecodeKernel(kv DType, group int) string {
 
 // attnDecode runs decode attention over keys [key0, key0+n) with attn_decode,
 // then attn_reduce_f32 when it took several splits.
-func (m *Metal) attnDecode(dst, q, k, v *Tensor, a attnArgs, key0, n int) {
+func (m *Metal) attnDecode(dst, q, k, v *Tensor, a attnArgs, key0, n int, sinks []float32) {
 	H, Hkv, Dh := int(a.Heads), int(a.KVHeads), int(a.HeadDim)
 	group := H / Hkv
 	splits, splitLen := attnDecodeSplits(n, Hkv)
@@ -178,15 +196,17 @@ func (m *Metal) attnDecode(dst, q, k, v *Tensor, a attnArgs, key0, n int) {
 	} else {
 		m.out(4, dst)
 	}
+	m.bindSinks(5, q, sinks)
 	m.tgmem(0, 4*(group*Dh+group*attnDecMaxS+2*attnDecMaxG+attnDecThreads*4*group))
 	m.run(metal.Size{W: Hkv, H: 1, D: splits}, metal.Size{W: attnDecThreads, H: 1, D: 1})
 	if splits == 1 {
 		return
 	}
 	m.begin("attn_reduce_f32")
-	setArgs(m, attnReduceArgs{Heads: uint32(H), HeadDim: uint32(Dh), Splits: uint32(splits), Rows: uint32(H)})
+	setArgs(m, attnReduceArgs{Heads: uint32(H), HeadDim: uint32(Dh), Splits: uint32(splits), Rows: uint32(H), Sinks: a.Sinks})
 	m.bind(1, part, 0, false)
 	m.out(2, dst)
+	m.bindSinks(3, q, sinks)
 	m.tgmem(0, 4*(splits+attnDecThreads/32))
 	m.run(metal.Size{W: H, H: 1, D: 1}, metal.Size{W: attnDecThreads, H: 1, D: 1})
 }

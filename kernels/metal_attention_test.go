@@ -37,6 +37,8 @@ func TestMetalAttention(t *testing.T) {
 		tc{L: 12, pos: 0, H: 4, Hkv: 2, Dh: 16, window: 4, softcap: 2},
 		tc{L: 1, pos: 9, H: 4, Hkv: 2, Dh: 16, softcap: 50},
 		tc{L: 5, pos: 2, H: 4, Hkv: 2, Dh: 16, softcap: 0.5},
+		tc{L: 9, pos: 3, H: 4, Hkv: 2, Dh: 16, sinks: true},            // gpt-oss sinks, prefill
+		tc{L: 7, pos: 10, H: 4, Hkv: 2, Dh: 16, window: 6, sinks: true}, // with a sliding window
 	)
 	testAttention(t, m, cases)
 }
@@ -46,6 +48,7 @@ func TestMetalAttention(t *testing.T) {
 type attnCase struct {
 	L, pos, H, Hkv, Dh, window int
 	softcap                    float32
+	sinks                      bool // one logit per head, ~N(0, 4²): above and below the scores
 }
 
 // testAttention checks m's Attention against the CPU's on each case, with an
@@ -59,6 +62,9 @@ func testAttention(t *testing.T, m *Metal, cases []attnCase) {
 		if c.softcap > 0 {
 			name += fmt.Sprintf("/softcap=%g", c.softcap)
 		}
+		if c.sinks {
+			name += "/sinks"
+		}
 		for _, f16 := range []bool{false, true} {
 			t.Run(name+map[bool]string{false: "/f32", true: "/f16"}[f16], func(t *testing.T) {
 				S := c.pos + c.L + 3 // cache rows beyond pos+L must be ignored
@@ -68,6 +74,12 @@ func testAttention(t *testing.T, m *Metal, cases []attnCase) {
 					q[i] *= 3 // a sharper softmax than unit scores
 				}
 				p := &AttnParams{Heads: c.H, KVHeads: c.Hkv, HeadDim: c.Dh, Scale: float32(1 / math.Sqrt(float64(c.Dh))), Window: c.window, Softcap: c.softcap}
+				if c.sinks {
+					p.Sinks = randn(c.H, 9)
+					for i := range p.Sinks {
+						p.Sinks[i] *= 4
+					}
+				}
 				want := make([]float32, c.L*qw)
 				cpuRef(func(cp *CPU) {
 					kc, vc := FromF32(k, S, kw), FromF32(v, S, kw)
@@ -115,6 +127,8 @@ func TestMetalAttentionDecode(t *testing.T) {
 		tc{L: 1, pos: 1100, H: 4, Hkv: 2, Dh: 16, window: 600}, // window across splits
 		tc{L: 1, pos: 9, H: 4, Hkv: 2, Dh: 16, softcap: 50},
 		tc{L: 1, pos: 300, H: 4, Hkv: 2, Dh: 64, softcap: 0.5},
+		tc{L: 1, pos: 20, H: 4, Hkv: 2, Dh: 16, sinks: true},               // one split
+		tc{L: 1, pos: 1100, H: 8, Hkv: 2, Dh: 64, window: 600, sinks: true}, // several: the reduce
 	)
 	testAttention(t, m, cases)
 	for _, kv := range []string{"f32", "f16"} {
@@ -135,7 +149,7 @@ func TestMetalAttentionDecode(t *testing.T) {
 // boundaries) run the prefill kernel, correctly.
 func TestMetalAttentionDecodeFallback(t *testing.T) {
 	m := testMetal(t)
-	testAttention(t, m, []attnCase{{L: 1, pos: 50, H: 9, Hkv: 1, Dh: 16}, {L: 1, pos: 50, H: 4, Hkv: 2, Dh: 6}})
+	testAttention(t, m, []attnCase{{L: 1, pos: 50, H: 9, Hkv: 1, Dh: 16}, {L: 1, pos: 50, H: 4, Hkv: 2, Dh: 6}, {L: 1, pos: 50, H: 9, Hkv: 1, Dh: 16, sinks: true}})
 	// An f32 cache of 1 head of 2 dims, viewed from row 1: 8-byte offsets.
 	const S, Dh = 40, 2
 	k, v := randn(S*Dh, 2), randn(S*Dh, 3)

@@ -20,7 +20,7 @@ func TestArgsLayout(t *testing.T) {
 		{"embed_args", unsafe.Sizeof(embedArgs{}), 16},
 		{"rope_args", unsafe.Sizeof(ropeArgs{}), 24},
 		{"attn_args", unsafe.Sizeof(attnArgs{}), 64},
-		{"attn_reduce_args", unsafe.Sizeof(attnReduceArgs{}), 16},
+		{"attn_reduce_args", unsafe.Sizeof(attnReduceArgs{}), 20},
 		{"add_args", unsafe.Sizeof(addArgs{}), 8},
 		{"unary_args", unsafe.Sizeof(unaryArgs{}), 8},
 		{"argmax_args", unsafe.Sizeof(argmaxArgs{}), 16},

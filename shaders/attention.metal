@@ -38,6 +38,21 @@ using namespace metal;
 // infinities, so masks are explicit and the running max starts finite.
 #define ATTN_NEG (-FLT_MAX)
 
+// attn_norm returns the factor that normalizes a head's output o of running
+// max m and sum d: 1/d, or with a sink (gpt-oss: a logit in the softmax's
+// denominator that no value follows) e^(m−M)/(d·e^(m−M) + e^(sink−M)),
+// M = max(m, sink).
+inline float attn_norm(float m, float d, bool has_sink, float sink) {
+    if (!has_sink) {
+        return 1.0f / d;
+    }
+    if (sink <= m) {
+        return 1.0f / (d + exp(sink - m));
+    }
+    const float r = exp(m - sink);
+    return r / (d * r + 1.0f);
+}
+
 template <typename KV>
 kernel void attn(
         constant attn_args & args [[buffer(0)]],
@@ -45,6 +60,7 @@ kernel void attn(
         device const KV    * k    [[buffer(2)]],
         device const KV    * v    [[buffer(3)]],
         device       float * out  [[buffer(4)]],
+        constant     float * sinks [[buffer(5)]],
         threadgroup  float * ks   [[threadgroup(0)]],
         threadgroup  float * vs   [[threadgroup(1)]],
         uint3   tg   [[threadgroup_position_in_grid]],
@@ -121,7 +137,7 @@ kernel void attn(
         return;
     }
     device float * y = out + ((ulong)l * H + h) * Dh;
-    const float inv = 1.0f / d;
+    const float inv = attn_norm(m, d, args.sinks != 0, args.sinks != 0 ? sinks[h] : 0.0f);
     for (uint i = 0; i < ATTN_DPL; i++) {
         const uint c = lane + 32 * i;
         if (c < Dh) {

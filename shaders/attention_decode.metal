@@ -8,7 +8,8 @@
 // window's first key), split_len ≤ ADEC_MAXS:
 //     s_j = scale · q_h·k_j  (softcap·tanh(s_j/softcap) if softcap > 0)
 //     m = max_j s_j,  d = Σ_j e^(s_j − m),  o = Σ_j e^(s_j − m)·v_j
-// With splits = 1 it writes out = o/d (L·heads·head_dim); else the partial
+// With splits = 1 it writes out = o/d (o·adec_norm with a sink) (L·heads·
+// head_dim); else the partial
 // (m, d, o) per (head, split) that attn_reduce_f32 combines.
 //
 // Grid (kv_heads, 1, splits) of ADEC_TG threads; head_dim a multiple of 4 (≤ 256),
@@ -41,6 +42,21 @@ using namespace metal;
 #define ADEC_U 8      // V rows in flight per thread
 #define ADEC_NEG (-FLT_MAX)
 
+// adec_norm returns the factor that normalizes a head's output o of running
+// max m and sum d: 1/d, or with a sink (gpt-oss: a logit in the softmax's
+// denominator that no value follows) e^(m−M)/(d·e^(m−M) + e^(sink−M)),
+// M = max(m, sink).
+inline float adec_norm(float m, float d, bool has_sink, float sink) {
+    if (!has_sink) {
+        return 1.0f / d;
+    }
+    if (sink <= m) {
+        return 1.0f / (d + exp(sink - m));
+    }
+    const float r = exp(m - sink);
+    return r / (d * r + 1.0f);
+}
+
 template <typename KV4>
 inline float4 adec_load(device const KV4 * p) { return float4(*p); }
 
@@ -51,6 +67,7 @@ kernel void attn_decode(
         device const KV    * k    [[buffer(2)]],
         device const KV    * v    [[buffer(3)]],
         device       float * out  [[buffer(4)]],
+        constant     float * sinks [[buffer(5)]],
         threadgroup  float * sh   [[threadgroup(0)]],
         uint3  tg   [[threadgroup_position_in_grid]],
         ushort tid  [[thread_index_in_threadgroup]],
@@ -210,7 +227,7 @@ kernel void attn_decode(
         }
         const uint hq = g * G + h;
         if (args.splits == 1) {
-            out[(ulong)hq * Dh + c] = o * (1.0f / md[2 * h + 1]);
+            out[(ulong)hq * Dh + c] = o * adec_norm(md[2 * h], md[2 * h + 1], args.sinks != 0, args.sinks != 0 ? sinks[hq] : 0.0f);
         } else {
             device float * part = out + ((ulong)hq * args.splits + tg.z) * (Dh + 2);
             part[2 + c] = o;
@@ -252,6 +269,7 @@ kernel void attn_reduce_f32(
         constant attn_reduce_args & args [[buffer(0)]],
         device const float        * part [[buffer(1)]],
         device       float        * out  [[buffer(2)]],
+        constant     float        * sinks [[buffer(3)]],
         threadgroup  float        * w    [[threadgroup(0)]],
         uint   row  [[threadgroup_position_in_grid]],
         ushort tid  [[thread_index_in_threadgroup]],
@@ -274,6 +292,10 @@ kernel void attn_reduce_f32(
     for (uint i = 1; i < ADEC_TG / 32; i++) {
         M = max(M, red[i]);
     }
+    const float sink = args.sinks != 0 ? sinks[row % args.heads] : 0.0f;
+    if (args.sinks != 0) {
+        M = max(M, sink);
+    }
     threadgroup_barrier(mem_flags::mem_threadgroup); // red is reused below
     // A split that saw no key has m = ADEC_NEG, d = 0, o = 0: weight 0.
     float den = 0.0f;
@@ -290,6 +312,9 @@ kernel void attn_reduce_f32(
     den = red[0];
     for (uint i = 1; i < ADEC_TG / 32; i++) {
         den += red[i];
+    }
+    if (args.sinks != 0) {
+        den += exp(sink - M);
     }
     const float inv = 1.0f / den;
     for (uint c = tid; c < Dh; c += ADEC_TG) {

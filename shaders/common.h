@@ -84,7 +84,7 @@ struct attn_args {
     uint  blk;        // keys staged in threadgroup memory per step (≤ 32)
     uint  kstride;    // row stride of the staged K block (head_dim + 1: no bank conflicts)
     uint  key0;       // first key of split 0 (decode: the window's first key)
-    uint  pad1;
+    uint  sinks;      // 1: sinks[h] (one logit per query head) joins each softmax's denominator
     uint  pad2;
 };
 
@@ -94,6 +94,7 @@ struct attn_reduce_args {
     uint head_dim;
     uint splits;
     uint rows;  // L·heads
+    uint sinks; // as attn_args.sinks
 };
 
 // add_args (8 bytes): y[i] = a[i] + b[i % nb] for i < n.

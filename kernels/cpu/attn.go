@@ -10,11 +10,30 @@ import (
 // k and v hold at least Pos+L rows of KVHeads·HeadDim. Query head h reads KV head
 // h/(Heads/KVHeads); query row i attends key j iff j ≤ Pos+i and, when
 // Window > 0, j > Pos+i−Window. Scores are Scale·q·k, then
-// Softcap·tanh(s/Softcap) when Softcap > 0.
+// Softcap·tanh(s/Softcap) when Softcap > 0. With Sinks (one per query head,
+// gpt-oss) the softmax's denominator also holds e^sink, for a key that no
+// value follows: out = Σ e^(s_j−M)·v_j / (Σ e^(s_j−M) + e^(sink−M)),
+// M = max(max_j s_j, sink).
 type Attn struct {
 	Heads, KVHeads, HeadDim int
 	Pos, Window             int
 	Scale, Softcap          float32
+	Sinks                   []float32
+}
+
+// normSink returns the factor that turns a head's unnormalized output o, of
+// running max m and sum l, into the normalized output: 1/l, or with a sink
+// e^(m−M)/(l·e^(m−M) + e^(sink−M)), M = max(m, sink).
+func (a *Attn) normSink(h int, m, l float32) float32 {
+	if a.Sinks == nil {
+		return 1 / l
+	}
+	sk := a.Sinks[h]
+	if sk <= m {
+		return 1 / (l + float32(math.Exp(float64(sk-m))))
+	}
+	r := float32(math.Exp(float64(m - sk)))
+	return r / (l*r + 1)
 }
 
 // The blocked (prefill) attention works on attnCols query vectors at a time
@@ -165,7 +184,7 @@ func (a *Attn) Block(dst, q []float32, k, v KV, g, l0, l1 int, s *AttnScratch) {
 		}
 	}
 	for c := range M {
-		inv := 1 / l[c]
+		inv := a.normSink(g*G+c%G, m[c], l[c])
 		oc := o[c*dh : (c+1)*dh]
 		out := dst[(l0+c/G)*qs+(g*G+c%G)*dh:][:len(oc)]
 		for d, x := range oc {
@@ -347,7 +366,7 @@ func (a *Attn) Merge(dst []float32, ps *AttnParts, parts, h0, h1 int) {
 				d[i] += w * x
 			}
 		}
-		inv := 1 / sum
+		inv := a.normSink(h, mx, sum)
 		for i := range d {
 			d[i] *= inv
 		}

@@ -83,10 +83,16 @@ func attnRef(a Attn, q, k, v []float32, L int) []float64 {
 				s[j-lo] = d
 				mx = max(mx, d)
 			}
+			if a.Sinks != nil {
+				mx = max(mx, float64(a.Sinks[h]))
+			}
 			var sum float64
 			for j := range s {
 				s[j] = math.Exp(s[j] - mx)
 				sum += s[j]
+			}
+			if a.Sinks != nil {
+				sum += math.Exp(float64(a.Sinks[h]) - mx)
 			}
 			o := out[i*qs+h*dh:][:dh]
 			for j := lo; j < hi; j++ {
@@ -163,7 +169,8 @@ func attnHeads(a Attn, dst, q []float32, k, v KV, L int) {
 // at the block edges: L around the 64-key and query blocks, head dims around
 // the 64-column tiles, GQA groups 1, 3, 4, 6 and 8, with and without a
 // sliding window, softcap and an earlier cache (pos; at 700 the split's parts
-// cross the 128-key decode blocks).
+// cross the 128-key decode blocks); every third case with sinks (above and
+// below the scores' maximum).
 func TestAttn(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	type variant struct {
@@ -189,6 +196,12 @@ func TestAttn(t *testing.T) {
 				}
 				a := Attn{Heads: hkv * G, KVHeads: hkv, HeadDim: dh, Pos: pos, Window: vr.window,
 					Scale: float32(1 / math.Sqrt(float64(dh))), Softcap: vr.softcap}
+				if n%3 == 0 {
+					a.Sinks = randVec(r, a.Heads)
+					for i := range a.Sinks {
+						a.Sinks[i] *= 4
+					}
+				}
 				S := a.Pos + L + 3 // cache rows past pos+L must not matter
 				qw, kw := a.Heads*dh, a.KVHeads*dh
 				q, k, v := randVec(r, L*qw), randVec(r, S*kw), randVec(r, S*kw)
@@ -214,7 +227,7 @@ func TestAttn(t *testing.T) {
 					{"f16", KV{F16: kh}, KV{F16: vh}, attnRef(a, q, kwide, vwide, L)},
 				} {
 					want := cache.want
-					name := fmt.Sprintf("L=%d/dh=%d/G=%d/pos=%d/window=%d/softcap=%g/%s", L, dh, G, a.Pos, a.Window, a.Softcap, cache.name)
+					name := fmt.Sprintf("L=%d/dh=%d/G=%d/pos=%d/window=%d/softcap=%g/sinks=%v/%s", L, dh, G, a.Pos, a.Window, a.Softcap, a.Sinks != nil, cache.name)
 					for _, set := range attnSets() {
 						for _, path := range []struct {
 							name string
