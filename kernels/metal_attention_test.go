@@ -37,7 +37,7 @@ func TestMetalAttention(t *testing.T) {
 		tc{L: 12, pos: 0, H: 4, Hkv: 2, Dh: 16, window: 4, softcap: 2},
 		tc{L: 1, pos: 9, H: 4, Hkv: 2, Dh: 16, softcap: 50},
 		tc{L: 5, pos: 2, H: 4, Hkv: 2, Dh: 16, softcap: 0.5},
-		tc{L: 9, pos: 3, H: 4, Hkv: 2, Dh: 16, sinks: true},            // gpt-oss sinks, prefill
+		tc{L: 9, pos: 3, H: 4, Hkv: 2, Dh: 16, sinks: true},             // gpt-oss sinks, prefill
 		tc{L: 7, pos: 10, H: 4, Hkv: 2, Dh: 16, window: 6, sinks: true}, // with a sliding window
 	)
 	testAttention(t, m, cases)
@@ -127,7 +127,7 @@ func TestMetalAttentionDecode(t *testing.T) {
 		tc{L: 1, pos: 1100, H: 4, Hkv: 2, Dh: 16, window: 600}, // window across splits
 		tc{L: 1, pos: 9, H: 4, Hkv: 2, Dh: 16, softcap: 50},
 		tc{L: 1, pos: 300, H: 4, Hkv: 2, Dh: 64, softcap: 0.5},
-		tc{L: 1, pos: 20, H: 4, Hkv: 2, Dh: 16, sinks: true},               // one split
+		tc{L: 1, pos: 20, H: 4, Hkv: 2, Dh: 16, sinks: true},                // one split
 		tc{L: 1, pos: 1100, H: 8, Hkv: 2, Dh: 64, window: 600, sinks: true}, // several: the reduce
 	)
 	testAttention(t, m, cases)
