@@ -79,6 +79,9 @@ const (
 	ActSiLU     Act = iota // x·σ(x): SwiGLU (Llama, Mistral, Qwen, Phi-3)
 	ActGELUTanh            // tanh-approximated GELU: GeGLU (Gemma)
 	ActGELU                // exact (erf) GELU
+	// ActSwiGLUClamp is gpt-oss's clamped SwiGLU, its up transformed too:
+	// dst = g·σ(1.702·g)·(clamp(up, −7, 7) + 1), g = min(gate, 7).
+	ActSwiGLUClamp
 )
 
 // ParseAct maps a Hugging Face hidden_act name to an [Act].

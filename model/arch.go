@@ -9,6 +9,7 @@ type arch struct {
 	gemma      bool // norms apply (1+w); embeddings × √D; GeGLU by default
 	sandwich   bool // post-attention and pre/post-feedforward norms (Gemma 2, 3)
 	fusedPhi3  bool // qkv_proj and gate_up_proj are stored fused (Phi-3)
+	gptOss     bool // attention sinks; experts fused and input-major, biased, clamped SwiGLU, top-k then softmax
 	defaultAct string
 }
 
@@ -23,4 +24,5 @@ var architectures = map[string]arch{
 	"Gemma2ForCausalLM":   {defaultAct: "gelu_pytorch_tanh", gemma: true, sandwich: true},
 	"Gemma3ForCausalLM":   {defaultAct: "gelu_pytorch_tanh", gemma: true, sandwich: true, qkNorm: true}, // sliding layers' own RoPE: Config.localRope
 	"Phi3ForCausalLM":     {defaultAct: "silu", fusedPhi3: true},
+	"GptOssForCausalLM":   {defaultAct: "silu", gptOss: true},
 }

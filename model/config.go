@@ -191,6 +191,9 @@ func (c *Config) applyDefaults() {
 	if c.DecoderSparseStep == 0 {
 		c.DecoderSparseStep = 1
 	}
+	if c.NumExperts > 0 && c.MoEIntermediate == 0 {
+		c.MoEIntermediate = c.IntermediateSize // gpt-oss, Mixtral: the experts' width
+	}
 	if len(c.LayerTypes) == 0 && c.SlidingPattern > 0 && c.NumLayers > 0 && c.NumLayers <= 4096 {
 		c.LayerTypes = make([]string, c.NumLayers) // every SlidingPattern-th layer is full
 		for i := range c.LayerTypes {

@@ -9,8 +9,8 @@ import (
 )
 
 // llama is the Llama-family decoder: Llama 2/3, Mistral, Qwen2/3, Qwen3-MoE,
-// Gemma, Gemma 2, Gemma 3 and Phi-3, told apart by [arch] switches and
-// config.json.
+// Gemma, Gemma 2, Gemma 3, Phi-3 and gpt-oss, told apart by [arch] switches
+// and config.json.
 type llama struct {
 	cfg    *Config
 	arch   arch
@@ -40,6 +40,7 @@ type layer struct {
 	qkvB, guB []*kernels.Tensor // their biases
 
 	router  *kernels.Tensor // ….mlp.gate.weight (E, D); nil unless a mixture-of-experts layer
+	routerB *kernels.Tensor // ….mlp.router.bias (E); gpt-oss
 	experts []expert        // ….mlp.experts.{j}: in place of gate, up, down
 }
 
@@ -47,6 +48,8 @@ type layer struct {
 type expert struct {
 	gu   []*kernels.Tensor // ….mlp.experts.{j}.{gate,up}_proj.weight (Fe, D)
 	down *kernels.Tensor   // ….mlp.experts.{j}.down_proj.weight (D, Fe)
+	guB  []*kernels.Tensor // gate and up biases (Fe); nil unless gpt-oss
+	bd   *kernels.Tensor   // down bias (D); nil unless gpt-oss
 }
 
 // newLlama loads every weight through l, checking shapes against the config.
@@ -61,6 +64,9 @@ func newLlama(c *Config, a arch, l *loader) (*llama, error) {
 	kact, err := kernels.ParseAct(act)
 	if err != nil {
 		return nil, fmt.Errorf("model: config.json: hidden_act: %w", err)
+	}
+	if a.gptOss {
+		kact = kernels.ActSwiGLUClamp // its experts' own, whatever hidden_act says
 	}
 	// A session builds its own rotary embedding (longrope chooses its factors
 	// by the session's context window); a bad rope config fails here, at load.
@@ -105,9 +111,17 @@ func newLlama(c *Config, a arch, l *loader) (*llama, error) {
 			load(&ly.wq, "self_attn.q_proj", H*Dh, D)
 			load(&ly.wk, "self_attn.k_proj", Hkv*Dh, D)
 			load(&ly.wv, "self_attn.v_proj", Hkv*Dh, D)
-			load(&ly.router, "mlp.gate", c.NumExperts, D)
-			if err == nil {
-				err = m.loadExperts(ly, l, p)
+			if a.gptOss {
+				load(&ly.router, "mlp.router", c.NumExperts, D)
+				vec(&ly.routerB, bias, "mlp.router", c.NumExperts)
+				if err == nil {
+					err = m.loadGptOssExperts(ly, l, p)
+				}
+			} else {
+				load(&ly.router, "mlp.gate", c.NumExperts, D)
+				if err == nil {
+					err = m.loadExperts(ly, l, p)
+				}
 			}
 		default:
 			load(&ly.wq, "self_attn.q_proj", H*Dh, D)
@@ -169,6 +183,11 @@ func newLlama(c *Config, a arch, l *loader) (*llama, error) {
 	for i := range m.attn {
 		m.attn[i] = kernels.AttnParams{Heads: H, KVHeads: Hkv, HeadDim: Dh, Scale: scale,
 			Window: c.windowOf(i), Softcap: float32(c.AttnSoftcap)}
+		if a.gptOss {
+			if m.attn[i].Sinks, err = l.hostVector(fmt.Sprintf("model.layers.%d.self_attn.sinks", i), H); err != nil {
+				return nil, err
+			}
+		}
 		m.local[i] = local != nil && len(c.LayerTypes) > 0 && c.LayerTypes[i] == "sliding_attention"
 	}
 	return m, nil
@@ -217,6 +236,70 @@ func (m *llama) loadExperts(ly *layer, l *loader, p string) error {
 		}
 		for j := range ly.experts {
 			if *w.dst(&ly.experts[j]), err = l.upload(module+".weight", all.Rows(j*w.rows, (j+1)*w.rows)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// loadGptOssExperts loads gpt-oss's experts: mlp.experts.gate_up_proj
+// [E, D, 2Fe] input-major, gate and up interleaved (columns 2f and 2f+1),
+// gate_up_proj_bias [E, 2Fe], down_proj [E, Fe, D] input-major,
+// down_proj_bias [E, D] (float dtypes; the published MXFP4 form is not
+// supported yet), transposed to ingot's (out, in) rows at load.
+func (m *llama) loadGptOssExperts(ly *layer, l *loader, p string) error {
+	c := m.cfg
+	E, Fe, D := c.NumExperts, c.MoEIntermediate, c.HiddenSize
+	host := func(name string, shape ...int) ([]float32, error) {
+		st, ok := l.get(p + name)
+		if !ok {
+			return nil, fmt.Errorf("model: missing tensor %q", l.prefix+p+name)
+		}
+		if !slices.Equal(st.Shape, shape) {
+			return nil, fmt.Errorf("model: tensor %q has shape %v, config.json implies %v", st.Name, st.Shape, shape)
+		}
+		return toF32(st)
+	}
+	gu, err := host("mlp.experts.gate_up_proj", E, D, 2*Fe)
+	if err != nil {
+		return err
+	}
+	gub, err := host("mlp.experts.gate_up_proj_bias", E, 2*Fe)
+	if err != nil {
+		return err
+	}
+	dn, err := host("mlp.experts.down_proj", E, Fe, D)
+	if err != nil {
+		return err
+	}
+	dnb, err := host("mlp.experts.down_proj_bias", E, D)
+	if err != nil {
+		return err
+	}
+	ly.experts = make([]expert, E)
+	for e := range E {
+		ex := &ly.experts[e]
+		gate, up, down := make([]float32, Fe*D), make([]float32, Fe*D), make([]float32, D*Fe)
+		bg, bu := make([]float32, Fe), make([]float32, Fe)
+		for f := range Fe {
+			for d := range D {
+				gate[f*D+d] = gu[(e*D+d)*2*Fe+2*f]
+				up[f*D+d] = gu[(e*D+d)*2*Fe+2*f+1]
+				down[d*Fe+f] = dn[(e*Fe+f)*D+d]
+			}
+			bg[f], bu[f] = gub[e*2*Fe+2*f], gub[e*2*Fe+2*f+1]
+		}
+		ex.gu, ex.guB = make([]*kernels.Tensor, 2), make([]*kernels.Tensor, 2)
+		name := fmt.Sprintf("%smlp.experts.%d", p, e)
+		for _, t := range []struct {
+			dst  **kernels.Tensor
+			host *kernels.Tensor
+		}{
+			{&ex.gu[0], kernels.FromF32(gate, Fe, D)}, {&ex.gu[1], kernels.FromF32(up, Fe, D)}, {&ex.down, kernels.FromF32(down, D, Fe)},
+			{&ex.guB[0], kernels.FromF32(bg, Fe)}, {&ex.guB[1], kernels.FromF32(bu, Fe)}, {&ex.bd, kernels.FromF32(slices.Clone(dnb[e*D:(e+1)*D]), D)},
+		} {
+			if *t.dst, err = l.upload(name, t.host); err != nil {
 				return err
 			}
 		}
@@ -434,6 +517,9 @@ func (m *llama) decoder(b kernels.Backend, s *acts, c *cache, pos int) {
 func (m *llama) moe(b kernels.Backend, s *acts, l *layer) *kernels.Tensor {
 	E, k, L := m.cfg.NumExperts, m.cfg.ExpertsPerToken, s.L
 	b.MatMul(s.rl, s.h, l.router) // (L, E)
+	if l.routerB != nil {
+		b.Add(s.rl, s.rl, l.routerB)
+	}
 	b.CopyRows(s.mo, s.zero, 0)
 	if err := b.Download(s.hostRL[:L*E], s.rl); err != nil {
 		return s.mo
@@ -443,7 +529,11 @@ func (m *llama) moe(b kernels.Backend, s *acts, l *layer) *kernels.Tensor {
 	}
 	for t := range L {
 		r := &s.route[t]
-		route(r, s.probs, s.hostRL[t*E:(t+1)*E], k, m.cfg.NormTopKProb)
+		if m.arch.gptOss {
+			routeTopK(r, s.hostRL[t*E:(t+1)*E], k)
+		} else {
+			route(r, s.probs, s.hostRL[t*E:(t+1)*E], k, m.cfg.NormTopKProb)
+		}
 		for _, e := range r.ids {
 			s.byExpert[e] = append(s.byExpert[e], t)
 		}
@@ -463,16 +553,30 @@ func (m *llama) moe(b kernels.Backend, s *acts, l *layer) *kernels.Tensor {
 		if L == 1 { // a decode step: the whole tensors, no views (it allocates nothing)
 			s.egu[0], s.egu[1] = s.ge, s.ue
 			b.MatMuls(s.egu, x, ex.gu) // (1, Fe)
+			if ex.guB != nil {
+				b.Add(s.ge, s.ge, ex.guB[0])
+				b.Add(s.ue, s.ue, ex.guB[1])
+			}
 			b.GLU(s.ge, s.ge, s.ue, m.act)
 			b.MatMul(s.oe, s.ge, ex.down) // (1, D)
+			if ex.bd != nil {
+				b.Add(s.oe, s.oe, ex.bd)
+			}
 			b.AddScaled(s.mo, s.oe, s.route[0].weight(e))
 			continue
 		}
 		g, u, o := s.ge.Rows(0, n), s.ue.Rows(0, n), s.oe.Rows(0, n)
 		s.egu[0], s.egu[1] = g, u
 		b.MatMuls(s.egu, x, ex.gu) // (n, Fe)
+		if ex.guB != nil {
+			b.Add(g, g, ex.guB[0])
+			b.Add(u, u, ex.guB[1])
+		}
 		b.GLU(g, g, u, m.act)
 		b.MatMul(o, g, ex.down) // (n, D)
+		if ex.bd != nil {
+			b.Add(o, o, ex.bd)
+		}
 		for j, t := range rows {
 			b.AddScaled(s.mo.Rows(t, t+1), o.Rows(j, j+1), s.route[t].weight(e))
 		}
@@ -513,6 +617,29 @@ func route(r *routed, p, logits []float32, k int, renorm bool) {
 		for j := range r.w {
 			r.w[j] /= s
 		}
+	}
+}
+
+// routeTopK sets r to the k experts of largest logits (ties to the lower
+// id) and the softmax of those k logits (float32), as gpt-oss routes.
+func routeTopK(r *routed, logits []float32, k int) {
+	for j := range k {
+		best := -1
+		for i, v := range logits {
+			if !slices.Contains(r.ids[:j], i) && (best < 0 || v > logits[best]) {
+				best = i
+			}
+		}
+		r.ids[j] = best
+	}
+	mx := logits[r.ids[0]]
+	var sum float32
+	for j, e := range r.ids {
+		r.w[j] = float32(math.Exp(float64(logits[e] - mx)))
+		sum += r.w[j]
+	}
+	for j := range r.w {
+		r.w[j] /= sum
 	}
 }
 

@@ -266,6 +266,22 @@ func (l *loader) quantized(module string, st *stTensor, rows, cols int) (*kernel
 	return &kernels.Tensor{DType: dt, Shape: []int{rows, cols}, Data: aligned(st.Data, 4), Scales: sb[0], Biases: sb[1], GroupSize: q.GroupSize}, nil
 }
 
+// hostVector returns a 1-D tensor of n elements as f32 on the host (attention
+// sinks: the kernels take them with the dispatch).
+func (l *loader) hostVector(name string, n int) ([]float32, error) {
+	if l.synth != nil {
+		return l.synth.vector(name, n), nil
+	}
+	st, ok := l.get(name)
+	if !ok {
+		return nil, fmt.Errorf("model: missing tensor %q", l.prefix+name)
+	}
+	if len(st.Shape) != 1 || st.Shape[0] != n {
+		return nil, fmt.Errorf("model: tensor %q has shape %v, config.json implies [%d]", st.Name, st.Shape, n)
+	}
+	return toF32(st)
+}
+
 // vector loads a 1-D tensor of n elements as f32 (norm weights, biases). With
 // plusOne it adds 1 in float32, turning Gemma's stored (w) into the (1+w) it applies.
 func (l *loader) vector(name string, n int, plusOne bool) (*kernels.Tensor, error) {

@@ -4,6 +4,7 @@
 //   glu_silu_f32:      y[i] = silu(g[i])·u[i],       silu(x) = x / (1 + e^−x)
 //   glu_gelu_tanh_f32: y[i] = gelu_tanh(g[i])·u[i],  ½x(1 + tanh(√(2/π)(x + 0.044715x³))) = x·σ(2√(2/π)(x + 0.044715x³))
 //   glu_gelu_f32:      y[i] = gelu(g[i])·u[i],       ½x(1 + erf(x/√2))
+//   glu_silu_clamp_f32: y[i] = g·σ(1.702g)·(clamp(u[i], −7, 7) + 1), g = min(g[i], 7) (gpt-oss)
 //   softcap_f32:       x[i] = c·tanh(x[i]/c)         (in place)
 //   copy_f32:          y[i] = x[i]                   (KV cache rows; offsets bound by the host)
 //   copy_f16_f32:      y[i] = half(x[i])             (f16 KV cache rows; round to nearest even)
@@ -70,6 +71,18 @@ kernel void glu(
         uint i [[thread_position_in_grid]]) {
     if (i < args.n) {
         y[i] = ACT::f(g[i]) * u[i];
+    }
+}
+
+kernel void glu_silu_clamp_f32(
+        constant unary_args & args [[buffer(0)]],
+        device const float  * g    [[buffer(1)]],
+        device const float  * u    [[buffer(2)]],
+        device       float  * y    [[buffer(3)]],
+        uint i [[thread_position_in_grid]]) {
+    if (i < args.n) {
+        const float x = min(g[i], 7.0f), v = clamp(u[i], -7.0f, 7.0f);
+        y[i] = x / (1.0f + precise::exp(-1.702f * x)) * (v + 1.0f);
     }
 }
 

@@ -25,6 +25,17 @@ func GeGLUTanh(dst, gate, up []float32) {
 	}
 }
 
+// SwiGLUClamp writes gpt-oss's clamped SwiGLU, dst[i] =
+// g·σ(1.702·g)·(clamp(up[i], −7, 7) + 1) with g = min(gate[i], 7), in float64.
+func SwiGLUClamp(dst, gate, up []float32) {
+	n := gluLen("SwiGLUClamp", dst, gate, up)
+	for i := range n {
+		g := min(float64(gate[i]), 7)
+		u := max(min(float64(up[i]), 7), -7)
+		dst[i] = float32(g / (1 + math.Exp(-1.702*g)) * (u + 1))
+	}
+}
+
 // GeGLU writes dst[i] = GELU(gate[i])·up[i].
 func GeGLU(dst, gate, up []float32) {
 	n := gluLen("GeGLU", dst, gate, up)
