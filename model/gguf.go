@@ -328,7 +328,20 @@ func ggufRope(f *gguf.File, arch string, c *Config) error {
 	return nil
 }
 
-// ggufEOS returns the end-of-generation ids: EOS, EOT and EOM where present.
+// ggufEOGTexts are the token texts llama.cpp's loader treats as end of
+// generation whatever the metadata says: end-of-turn and end-of-text markers,
+// and the fill-in-the-middle pad, repo and file-separator tokens.
+var ggufEOGTexts = []string{
+	"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
+	"<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>", "</s>",
+	"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>",
+	"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>",
+	"<|file_sep|>", "<fim-sep>", "<SEP>",
+}
+
+// ggufEOS returns the end-of-generation ids as llama.cpp finds them: EOS, EOT
+// and EOM where the metadata names them, and every token whose text is in
+// ggufEOGTexts. They are sorted.
 func ggufEOS(f *gguf.File) ([]int32, error) {
 	var ids []int32
 	for _, k := range []string{"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"} {
@@ -336,11 +349,21 @@ func ggufEOS(f *gguf.File) ([]int32, error) {
 		if err != nil {
 			return nil, err
 		}
-		if ok && v <= 1<<30 && !slices.Contains(ids, int32(v)) {
+		if ok && v <= 1<<30 {
 			ids = append(ids, int32(v))
 		}
 	}
-	return ids, nil
+	tokens, _, err := f.Strings("tokenizer.ggml.tokens")
+	if err != nil {
+		return nil, err
+	}
+	for i, s := range tokens {
+		if slices.Contains(ggufEOGTexts, s) {
+			ids = append(ids, int32(i))
+		}
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids), nil
 }
 
 // ggufShapes returns the (rows, cols) of every GGUF tensor the architecture

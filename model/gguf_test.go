@@ -428,3 +428,27 @@ func TestGGUFPath(t *testing.T) {
 		t.Errorf("two models: %v", err)
 	}
 }
+
+// TestGGUFEOS: the end-of-generation ids are llama.cpp's eog_ids, for the tiny
+// models and the vocab-only GGUFs of Llama 3, Qwen3 and Llama 2.
+func TestGGUFEOS(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		want []int32
+	}{
+		{"llama-F16/model.gguf", []int32{380, 383}},
+		{"tokenizers/llama3.vocab.gguf", []int32{128001, 128009}},
+		{"tokenizers/qwen3.vocab.gguf", []int32{128247, 151643, 151645, 151662, 151663, 151664}},
+		{"tokenizers/llama2.vocab.gguf", []int32{2}},
+	} {
+		f, err := gguf.Open(filepath.Join(ggufDir, tc.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := ggufEOS(f)
+		f.Close()
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("%s: EOS %v (%v), want llama.cpp's eog_ids %v", tc.file, got, err, tc.want)
+		}
+	}
+}
