@@ -22,22 +22,34 @@ func readF32(t *testing.T, path string) []float32 {
 	return out
 }
 
-// dequantCases are the types of ../shared/testdata/gguf/dequant: 16 rows of 512
-// values of blk.0.ffn_down.weight, raw blocks and gguf-py's float32 values.
-var dequantCases = []Type{TypeQ4_0, TypeQ4_1, TypeQ5_0, TypeQ5_1, TypeQ8_0, TypeQ4_K, TypeQ5_K, TypeQ6_K}
+// dequantCases are 16 rows of 512 values each, raw blocks and gguf-py's
+// float32 values: ../shared/testdata/gguf/dequant (blk.0.ffn_down.weight of the
+// oracle models) and testdata/dequant (random Q2_K and Q3_K blocks, see
+// testdata/README.md).
+var dequantCases = []struct {
+	ty  Type
+	dir string
+}{
+	{TypeQ4_0, sharedDequant}, {TypeQ4_1, sharedDequant}, {TypeQ5_0, sharedDequant}, {TypeQ5_1, sharedDequant},
+	{TypeQ8_0, sharedDequant}, {TypeQ4_K, sharedDequant}, {TypeQ5_K, sharedDequant}, {TypeQ6_K, sharedDequant},
+	{TypeQ2_K, "testdata/dequant"}, {TypeQ3_K, "testdata/dequant"},
+}
+
+const sharedDequant = ggufDir + "/dequant"
 
 const dequantRows, dequantCols = 16, 512
 
 // TestDequantize checks every value bit for bit (signed zeros included)
 // against gguf-py's de-quantizer.
 func TestDequantize(t *testing.T) {
-	for _, ty := range dequantCases {
+	for _, tc := range dequantCases {
+		ty := tc.ty
 		t.Run(ty.String(), func(t *testing.T) {
-			raw, err := os.ReadFile(filepath.Join(ggufDir, "dequant", ty.String()+".raw"))
+			raw, err := os.ReadFile(filepath.Join(tc.dir, ty.String()+".raw"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := readF32(t, filepath.Join(ggufDir, "dequant", ty.String()+".f32"))
+			want := readF32(t, filepath.Join(tc.dir, ty.String()+".f32"))
 			got := make([]float32, len(want))
 			if err := Dequantize(got, ty, raw); err != nil {
 				t.Fatal(err)
@@ -64,13 +76,14 @@ func TestDequantize(t *testing.T) {
 // value for every element (as numbers: the rewrite turns gguf-py's −0 into +0).
 // It also records for which types the float64 value is exact without rounding.
 func TestToAffineExact(t *testing.T) {
-	for _, ty := range dequantCases {
+	for _, tc := range dequantCases {
+		ty := tc.ty
 		t.Run(ty.String(), func(t *testing.T) {
-			raw, err := os.ReadFile(filepath.Join(ggufDir, "dequant", ty.String()+".raw"))
+			raw, err := os.ReadFile(filepath.Join(tc.dir, ty.String()+".raw"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := readF32(t, filepath.Join(ggufDir, "dequant", ty.String()+".f32"))
+			want := readF32(t, filepath.Join(tc.dir, ty.String()+".f32"))
 			a, err := ToAffine(ty, raw, dequantRows, dequantCols)
 			if err != nil {
 				t.Fatal(err)
@@ -112,9 +125,7 @@ func affineAt(a *Affine, r, j, cols int) float64 {
 	return float64(a.Scales[g])*float64(q) + float64(a.Biases[g])
 }
 
-// TestToAffineRandom checks the rewrite on random blocks of every affine type,
-// Q2_K and Q3_K included (../shared has no gguf-py vectors for those two, so
-// their decoding itself is checked only against the layout in its README).
+// TestToAffineRandom checks the rewrite on random blocks of every affine type.
 func TestToAffineRandom(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for ty := range layouts {
