@@ -55,7 +55,7 @@ func FuzzShardIndex(f *testing.F) {
 // FuzzConfig: config.json either parses into a config whose architecture builds
 // its rope and windows without panicking, or gives an error.
 func FuzzConfig(f *testing.F) {
-	for _, c := range []string{"llama3", "gemma2", "phi3", "qwen3", "mistral"} {
+	for _, c := range []string{"llama3", "gemma2", "phi3", "qwen3", "mistral", "gemma3", "qwen3_moe-mixed", "gpt_oss"} {
 		for _, name := range []string{"config.json", "config.legacy.json"} {
 			if b, err := os.ReadFile(filepath.Join(refDir, c, name)); err == nil {
 				f.Add(b)
@@ -63,6 +63,8 @@ func FuzzConfig(f *testing.F) {
 		}
 	}
 	f.Add([]byte(`{"architectures":["LlamaForCausalLM"],"hidden_size":8,"intermediate_size":8,"num_hidden_layers":1,"num_attention_heads":2,"vocab_size":4,"rope_scaling":{"type":"yarn","factor":4}}`))
+	f.Add([]byte(`{"architectures":["Gemma3ForConditionalGeneration"],"text_config":{"hidden_size":8,"intermediate_size":8,"num_hidden_layers":3,"num_attention_heads":2,"vocab_size":4,"sliding_window":2,"sliding_window_pattern":2,"rope_local_base_freq":10000,"rope_theta":1e6,"rope_scaling":{"rope_type":"linear","factor":8}}}`))
+	f.Add([]byte(`{"architectures":["Qwen3MoeForCausalLM"],"hidden_size":8,"intermediate_size":8,"num_hidden_layers":2,"num_attention_heads":2,"vocab_size":4,"num_experts":4,"num_experts_per_tok":2,"mlp_only_layers":[1],"decoder_sparse_step":1}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := parseConfig(b)
 		if err != nil {
@@ -72,9 +74,18 @@ func FuzzConfig(f *testing.F) {
 		if _, err := newRoPE(c, 4096); err != nil {
 			return
 		}
+		if _, err := newLocalRoPE(c, 4096); err != nil {
+			return
+		}
+		if len(c.LayerTypes) != 0 && len(c.LayerTypes) != c.NumLayers {
+			t.Fatalf("%d layer types for %d layers", len(c.LayerTypes), c.NumLayers)
+		}
 		for i := range c.NumLayers {
 			if w := c.windowOf(i); w < 0 {
 				t.Fatalf("layer %d window %d", i, w)
+			}
+			if c.sparse(i) && (c.ExpertsPerToken <= 0 || c.ExpertsPerToken > c.NumExperts || c.MoEIntermediate <= 0) {
+				t.Fatalf("sparse layer %d with %d of %d experts of %d", i, c.ExpertsPerToken, c.NumExperts, c.MoEIntermediate)
 			}
 		}
 	})
