@@ -620,6 +620,26 @@ func route(r *routed, p, logits []float32, k int, renorm bool) {
 	}
 }
 
+// idleExpertBytes returns the bytes of the experts a token does not read:
+// (E − k)/E of every mixture-of-experts layer's expert weights.
+func (m *llama) idleExpertBytes() int64 {
+	var idle int64
+	for i := range m.layers {
+		var all int64
+		for _, e := range m.layers[i].experts {
+			for _, t := range append([]*kernels.Tensor{e.down, e.bd}, append(e.gu, e.guB...)...) {
+				if t != nil {
+					all += int64(kernels.WeightBytes(t))
+				}
+			}
+		}
+		if n := len(m.layers[i].experts); n > 0 {
+			idle += all * int64(n-m.cfg.ExpertsPerToken) / int64(n)
+		}
+	}
+	return idle
+}
+
 // routeTopK sets r to the k experts of largest logits (ties to the lower
 // id) and the softmax of those k logits (float32), as gpt-oss routes.
 func routeTopK(r *routed, logits []float32, k int) {

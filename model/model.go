@@ -63,6 +63,7 @@ type Model struct {
 	files   *weightFiles
 	net     *llama
 	weights int64
+	active  int64 // weights a decode step reads
 	log     *slog.Logger
 
 	// mu is held for reading by every session step and for writing by Close,
@@ -154,6 +155,7 @@ func build(cfg *Config, eos []int32, l *loader, o Options) (*Model, error) {
 		return nil, err
 	}
 	m.weights = l.bytes
+	m.active = l.bytes - m.net.idleExpertBytes()
 	if o.Progress != nil {
 		o.Progress(1)
 	}
@@ -198,8 +200,13 @@ func (m *Model) Close() error {
 // Backend returns the backend the weights are on.
 func (m *Model) Backend() kernels.Backend { return m.b }
 
-// WeightBytes returns the bytes of weights the model reads per token.
+// WeightBytes returns the bytes of the model's weights.
 func (m *Model) WeightBytes() int64 { return m.weights }
+
+// ActiveWeightBytes returns the bytes of weights a decode step reads: all of
+// them, but of a mixture of experts only the k of E experts a token picks
+// (on average, experts being alike).
+func (m *Model) ActiveWeightBytes() int64 { return m.active }
 
 // DefaultContext is the context window a session gets when it asks for none:
 // min(max_position_embeddings, 4096).

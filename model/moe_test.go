@@ -129,3 +129,35 @@ func TestIsMatrix(t *testing.T) {
 		}
 	}
 }
+
+// TestMoEActiveBytes: a mixture of experts' active weight bytes are the
+// model's less (E − k)/E of its experts' — on the qwen3_moe reference,
+// whose layers hold 8 experts of which a token reads 2.
+func TestMoEActiveBytes(t *testing.T) {
+	dir, _ := readRef(t, "qwen3_moe")
+	s := open(t, dir, Options{Threads: 1}, SessionOptions{})
+	c := s.m.Config
+	expert := int64(4 * 3 * c.MoEIntermediate * c.HiddenSize) // gate, up, down in f32
+	idle := int64(c.NumLayers) * int64(c.NumExperts-c.ExpertsPerToken) * expert
+	if got, want := s.m.ActiveWeightBytes(), s.m.WeightBytes()-idle; got != want {
+		t.Errorf("active weight bytes %d, want %d (of %d)", got, want, s.m.WeightBytes())
+	}
+}
+
+// TestShapesParse: every benchmark shape is a valid config of an architecture
+// ingot runs (they are only built when benchmarked: qwen3-30b-a3b is 30B).
+func TestShapesParse(t *testing.T) {
+	for _, name := range ShapeNames() {
+		c, err := parseConfig([]byte(shapes[name]))
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if _, ok := architectures[c.Arch()]; !ok {
+			t.Errorf("%s: architecture %s", name, c.Arch())
+		}
+		if _, err := newRoPE(c, 4096); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}

@@ -229,7 +229,7 @@ func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int
 		// figures (medians of three passes) before and after it, and the
 		// test's bandwidth is the bytes read ÷ ideal.
 		const segTokens = 32
-		wb := float64(m.WeightBytes())
+		wb := float64(m.ActiveWeightBytes()) // a mixture of experts: the k experts a token reads
 		var rates []float64
 		var ideal, read float64 // seconds at the probe's bandwidth, bytes
 		bw := median(sample(probe, 3, nil))
