@@ -583,23 +583,41 @@ func attention(t *testing.T, g device, f16cache bool, qb, kb, vb, yb cuda.Device
 	if L > 1 {
 		rows := max(1, 8/group)
 		g.run(t, "attn_prefill"+suffix, cuda.Dim3{X: Hkv, Y: (L + rows - 1) / rows}, cuda.Dim3{X: 32 * rows * group}, bindings{
-			bufs: map[int]cuda.DevicePtr{1: qb, 2: kb, 3: vb, 4: yb}, bytes: map[int][]byte{0: args(rows, 1, pos+L, 0)}, tg: tg})
+			bufs: map[int]cuda.DevicePtr{1: qb, 2: kb, 3: vb, 4: yb, 5: qb}, bytes: map[int][]byte{0: args(rows, 1, pos+L, 0)}, tg: tg})
 		return
 	}
+	// attn_decode_*_g<G> over splits of 32–128 keys, then attn_reduce_f32
+	// when there are several (buffer 5 / 3: the sinks, none here).
 	end, key0 := pos+1, 0
 	if window > 0 {
 		key0 = max(0, end-window)
 	}
 	n := end - key0
-	splits := min(32, max(1, n/256))
-	splitLen := (n + splits - 1) / splits
-	splitLen = (splitLen + blk - 1) / blk * blk
-	splits = (n + splitLen - 1) / splitLen
-	part := g.poisoned(t, 4*L*H*splits*(Dh+2))
-	g.run(t, "attn_decode"+suffix, cuda.Dim3{X: Hkv, Y: 1, Z: splits}, cuda.Dim3{X: 32 * group}, bindings{
-		bufs: map[int]cuda.DevicePtr{1: qb, 2: kb, 3: vb, 4: part}, bytes: map[int][]byte{0: args(1, splits, splitLen, key0)}, tg: tg})
-	g.run(t, "attn_reduce_f32", cuda.Dim3{X: L * H}, cuda.Dim3{X: 32}, bindings{
-		bufs: map[int]cuda.DevicePtr{1: part, 2: yb}, bytes: map[int][]byte{0: u32s(uint32(H), uint32(Dh), uint32(splits), uint32(L*H))}})
+	splitLen := min(128, max(32, (n*Hkv+527)/528))
+	splits := (n + splitLen - 1) / splitLen
+	splitLen = (n + splits - 1) / splits
+	gm := 1
+	for gm < group {
+		gm *= 2
+	}
+	name := fmt.Sprintf("attn_decode_f32_g%d", gm)
+	if f16cache {
+		name = fmt.Sprintf("attn_decode_f16_f32_g%d", gm)
+	}
+	out := yb
+	if splits > 1 {
+		out = g.poisoned(t, 4*L*H*splits*(Dh+2))
+	}
+	g.run(t, name, cuda.Dim3{X: Hkv, Y: 1, Z: splits}, cuda.Dim3{X: 128}, bindings{
+		bufs:  map[int]cuda.DevicePtr{1: qb, 2: kb, 3: vb, 4: out, 5: qb},
+		bytes: map[int][]byte{0: args(1, splits, splitLen, key0)},
+		tg:    map[int]int{0: 4 * (group*Dh + group*128 + 16 + 128*4*group)}})
+	if splits > 1 {
+		g.run(t, "attn_reduce_f32", cuda.Dim3{X: L * H}, cuda.Dim3{X: 128}, bindings{
+			bufs:  map[int]cuda.DevicePtr{1: out, 2: yb, 3: qb},
+			bytes: map[int][]byte{0: u32s(uint32(H), uint32(Dh), uint32(splits), uint32(L*H), 0)},
+			tg:    map[int]int{0: 4 * (splits + 4)}})
+	}
 }
 
 func checkAttention(t *testing.T, g device, big bool) {
