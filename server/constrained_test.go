@@ -35,6 +35,15 @@ func randomSchema(rng *rand.Rand, depth int) map[string]any {
 	case "string", "number", "integer", "boolean", "null":
 		s := map[string]any{"type": k, "description": "a " + k}
 		switch r := rng.IntN(6); {
+		case (k == "integer" || k == "number") && r < 3:
+			lo := rng.IntN(200) - 100
+			s["minimum"] = lo
+			if r > 0 {
+				s["maximum"] = lo + rng.IntN(300)
+			}
+			if k == "integer" && r == 2 {
+				s["exclusiveMinimum"], s["exclusiveMaximum"] = lo-1, lo+rng.IntN(50)+2
+			}
 		case k != "string":
 		case r < 2:
 			s["format"] = []string{"date-time", "date", "time", "uuid", "ipv4"}[rng.IntN(5)]
@@ -146,6 +155,22 @@ func validate(schema, v any, root map[string]any) error {
 		}
 		if !slices.ContainsFunc(names, func(n any) bool { return hasType(v, n.(string)) }) {
 			return fmt.Errorf("%v is not of type %v", v, t)
+		}
+	}
+	if n, ok := v.(json.Number); ok {
+		f, _ := n.Float64()
+		for _, b := range []struct {
+			k  string
+			ok func(f, b float64) bool
+		}{
+			{"minimum", func(f, b float64) bool { return f >= b }}, {"maximum", func(f, b float64) bool { return f <= b }},
+			{"exclusiveMinimum", func(f, b float64) bool { return f > b }}, {"exclusiveMaximum", func(f, b float64) bool { return f < b }},
+		} {
+			if bn, ok := s[b.k].(json.Number); ok {
+				if bf, _ := bn.Float64(); !b.ok(f, bf) {
+					return fmt.Errorf("%s breaks %s %s", n, b.k, bn)
+				}
+			}
 		}
 	}
 	if str, ok := v.(string); ok {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // byteSet is a set of bytes, one bit each.
@@ -62,14 +63,15 @@ type builder struct {
 	ws, value, str, number, integer, obj int32 // common rules; -1 until made
 	tooBig                               bool
 
-	rules  map[string]int32 // rules made by rule, by their alternatives
-	arrays map[[3]int]int32 // arrayRule's by item rule, min, max
-	maps   map[int32]int32  // mapRule's by value rule
+	rules  map[string]int32    // rules made by rule, by their alternatives
+	arrays map[[3]int]int32    // arrayRule's by item rule, min, max
+	maps   map[int32]int32     // mapRule's by value rule
+	spans  map[[2]string]int32 // sameLength's rules by their ends
 }
 
 func newBuilder() *builder {
 	return &builder{g: &Grammar{}, ws: -1, value: -1, str: -1, number: -1, integer: -1, obj: -1,
-		rules: map[string]int32{}, arrays: map[[3]int]int32{}, maps: map[int32]int32{}}
+		rules: map[string]int32{}, arrays: map[[3]int]int32{}, maps: map[int32]int32{}, spans: map[[2]string]int32{}}
 }
 
 // newRule reserves a rule to be given its alternatives with setRule, so
@@ -379,4 +381,93 @@ func (b *builder) time() []elem {
 	pm.add('-', '-')
 	offset := b.rule(lit("Z"), seq(one(bytesOf(pm)), one(ref(hour)), lit(":"), sixty))
 	return seq(one(ref(hour)), lit(":"), sixty, lit(":"), sixty, one(ref(frac)), one(ref(offset)))
+}
+
+// maxMagnitude is the largest integer magnitude the grammar writes
+// (maxIntDigits nines).
+const maxMagnitude = 9_999_999_999_999_999
+
+// uintRange is a rule of the decimal numerals, without leading zeros, of
+// the integers in [lo, hi] (hi ≤ maxMagnitude): for each length, the
+// numerals between the range's ends of that length, split digit by digit.
+func (b *builder) uintRange(lo, hi uint64) int32 {
+	var alts [][]elem
+	pow := uint64(1) // 10^(L-1)
+	for l := 1; l <= maxIntDigits && (l == 1 || pow <= hi); l++ {
+		x, y := max(lo, pow), min(hi, pow*10-1)
+		if l == 1 {
+			x = lo
+		}
+		if x <= y {
+			alts = append(alts, b.sameLength(fmt.Sprintf("%0*d", l, x), fmt.Sprintf("%0*d", l, y)))
+		}
+		pow *= 10
+	}
+	return b.rule(alts...)
+}
+
+// sameLength is the elements of the digit strings from x to y, which have
+// one length (x ≤ y). Each pair of ends is built once: the ranges below a
+// split repeat (all zeros to all nines), and building them again at every
+// level would take 2^length steps.
+func (b *builder) sameLength(x, y string) []elem {
+	d := func(lo, hi byte) elem { return bytesOf(setOf(lo, hi)) }
+	switch {
+	case x == y:
+		return lit(x)
+	case len(x) == 1:
+		return one(d(x[0], y[0]))
+	case x[0] == y[0]:
+		return seq(lit(x[:1]), one(ref(b.rule(b.sameLength(x[1:], y[1:])))))
+	}
+	if r, ok := b.spans[[2]string{x, y}]; ok {
+		return one(ref(r))
+	}
+	n := len(x) - 1
+	alts := [][]elem{seq(lit(x[:1]), one(ref(b.rule(b.sameLength(x[1:], strings.Repeat("9", n))))))}
+	if x[0]+1 < y[0] {
+		mid := one(d(x[0]+1, y[0]-1))
+		for range n {
+			mid = append(mid, d('0', '9'))
+		}
+		alts = append(alts, mid)
+	}
+	alts = append(alts, seq(lit(y[:1]), one(ref(b.rule(b.sameLength(strings.Repeat("0", n), y[1:]))))))
+	r := b.rule(alts...)
+	b.spans[[2]string{x, y}] = r
+	return one(ref(r))
+}
+
+// intRange is a rule of the integers in [lo, hi] (within ±maxMagnitude),
+// or -1 if there is none.
+func (b *builder) intRange(lo, hi int64) int32 {
+	var alts [][]elem
+	if hi >= 0 && lo <= hi {
+		alts = append(alts, one(ref(b.uintRange(uint64(max(lo, 0)), uint64(hi)))))
+	}
+	if lo < 0 && max(-hi, 1) <= -lo {
+		alts = append(alts, seq(lit("-"), one(ref(b.uintRange(uint64(max(-hi, 1)), uint64(-lo))))))
+	}
+	if len(alts) == 0 {
+		return -1
+	}
+	return b.rule(alts...)
+}
+
+// numberRange is a rule of numbers in [lo, hi] (integers within
+// ±maxMagnitude): integers in range, and decimals whose integer part leaves
+// all of its fractions in range; no exponent. It returns -1 if lo > hi.
+func (b *builder) numberRange(lo, hi int64) int32 {
+	if lo > hi {
+		return -1
+	}
+	frac := seq(lit("."), b.digits(1, maxFracDigits))
+	alts := [][]elem{one(ref(b.intRange(lo, hi)))}
+	if f0, f1 := max(lo, 0), hi-1; f0 <= f1 && hi >= 1 { // I.F in [I, I+1)
+		alts = append(alts, seq(one(ref(b.uintRange(uint64(f0), uint64(f1)))), frac))
+	}
+	if m0, m1 := max(-hi, 0), -lo-1; lo < 0 && m0 <= m1 { // -M.F in (-(M+1), -M]
+		alts = append(alts, seq(lit("-"), one(ref(b.uintRange(uint64(m0), uint64(m1)))), frac))
+	}
+	return b.rule(alts...)
 }

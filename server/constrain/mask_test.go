@@ -59,6 +59,7 @@ func maskExact(t *testing.T, v *Vocab) {
 		`{"type":"array","items":{"type":"string","minLength":2,"maxLength":5},"maxItems":6}`,
 		`{"anyOf":[{"type":"string","maxLength":3},{"type":"string","minLength":6,"maxLength":9}]}`,
 		`{"type":"object","properties":{"d":{"type":"string","format":"date-time"},"s":{"type":"string","maxLength":12}},"required":["d","s"]}`,
+		`{"type":"array","items":{"anyOf":[{"type":"integer","minimum":-120,"maximum":4500},{"type":"number","minimum":0,"maximum":1}]}}`,
 	}
 	mask := make([]uint64, (v.n+63)/64)
 	for _, s := range schemas {

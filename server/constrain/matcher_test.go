@@ -2,13 +2,19 @@ package constrain
 
 import (
 	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 )
 
+// noVocab is an empty vocabulary, for matching bytes.
+var noVocab = NewVocab(0, nil, nil)
+
 // match reports whether doc is a whole document of g.
 func match(g *Grammar, doc string) bool {
-	m := NewMatcher(g, NewVocab(0, nil, nil))
+	m := NewMatcher(g, noVocab)
 	return m.AcceptBytes([]byte(doc)) && m.Complete()
 }
 
@@ -90,6 +96,14 @@ func TestGrammarDocuments(t *testing.T) {
 		{"minLength", `{"type":"string","minLength":2}`, `"日本"`, true},
 		{"minLength short", `{"type":"string","minLength":2}`, `"日"`, false},
 		{"length zero", `{"type":"string","maxLength":0}`, `""`, true},
+		{"integer range", `{"type":"integer","minimum":-5,"maximum":120}`, `-5`, true},
+		{"integer range above", `{"type":"integer","minimum":-5,"maximum":120}`, `121`, false},
+		{"integer exclusive", `{"type":"integer","exclusiveMinimum":0,"exclusiveMaximum":10}`, `0`, false},
+		{"integer rounded bound", `{"type":"integer","minimum":0.5}`, `1`, true},
+		{"number range decimal", `{"type":"number","minimum":0,"maximum":1}`, `0.25`, true},
+		{"number range above", `{"type":"number","minimum":0,"maximum":1}`, `1.25`, false},
+		{"number range exponent", `{"type":"number","minimum":0,"maximum":1}`, `1e-1`, false},
+		{"number minimum only", `{"type":"number","minimum":0}`, `12345.5`, true},
 		{"date", `{"type":"string","format":"date"}`, `"2024-12-31"`, true},
 		{"date february 30", `{"type":"string","format":"date"}`, `"2024-02-30"`, false},
 		{"date april 31", `{"type":"string","format":"date"}`, `"2024-04-31"`, false},
@@ -158,7 +172,12 @@ func TestCompileSchemaErrors(t *testing.T) {
 		{"pattern", `{"type":"object","properties":{"a":{"type":"string","pattern":"x"}}}`, "properties.a.pattern"},
 		{"format", `{"type":"string","format":"email"}`, "format"},
 		{"format beside enum", `{"type":"string","format":"date","enum":["2020-01-01"]}`, "format"},
-		{"minimum", `{"type":"array","items":{"type":"integer","minimum":0}}`, "items.minimum"},
+		{"multipleOf", `{"type":"array","items":{"type":"integer","multipleOf":2}}`, "items.multipleOf"},
+		{"fractional number bound", `{"type":"number","minimum":0.5}`, "minimum"},
+		{"exclusive number bound", `{"type":"number","exclusiveMinimum":0}`, "exclusiveMinimum"},
+		{"bound not a number", `{"type":"integer","maximum":"9"}`, "maximum"},
+		{"bound beside enum", `{"type":"integer","enum":[1,2],"minimum":0}`, "minimum"},
+		{"empty integer range", `{"type":"integer","minimum":5,"exclusiveMaximum":5}`, ""},
 		{"oneOf", `{"oneOf":[{"type":"string"}]}`, "oneOf"},
 		{"allOf", `{"allOf":[]}`, "allOf"},
 		{"unknown type", `{"type":"date"}`, "type"},
@@ -243,6 +262,82 @@ func TestEqualAlternativesMerge(t *testing.T) {
 		}
 		if len(m.state) != 1 {
 			t.Errorf("%.60s… after %s: %d stacks, want 1", tc.schema, tc.prefix, len(m.state))
+		}
+	}
+}
+
+// TestIntRange: the numerals intRange accepts are exactly the integers in
+// range, for every small range and random large ones; numberRange accepts
+// only numbers in range, and every integer in it.
+func TestIntRange(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	type rg struct{ lo, hi int64 }
+	ranges := []rg{{maxMagnitude - 5, maxMagnitude}, {-maxMagnitude, -maxMagnitude + 3}, {-maxMagnitude, maxMagnitude}}
+	for lo := int64(-40); lo <= 40; lo += 7 {
+		for hi := lo; hi <= 130; hi += 11 {
+			ranges = append(ranges, rg{lo, hi})
+		}
+	}
+	for range 50 {
+		a, c := rng.Int64N(2*maxMagnitude)-maxMagnitude, rng.Int64N(2*maxMagnitude)-maxMagnitude
+		ranges = append(ranges, rg{min(a, c), max(a, c)})
+	}
+	for _, r := range ranges {
+		b := newBuilder()
+		b.g.root = b.intRange(r.lo, r.hi)
+		nb := newBuilder()
+		nb.g.root = nb.numberRange(r.lo, r.hi)
+		probe := []int64{r.lo, r.hi, r.lo - 1, r.hi + 1, 0, -1, 1, (r.lo + r.hi) / 2}
+		for n := int64(-50); n <= 140 && r.hi-r.lo < 1000; n++ {
+			probe = append(probe, n)
+		}
+		for range 30 {
+			probe = append(probe, r.lo+rng.Int64N(r.hi-r.lo+1), rng.Int64N(2*maxMagnitude)-maxMagnitude)
+		}
+		for _, n := range probe {
+			s := strconv.FormatInt(n, 10)
+			want := n >= r.lo && n <= r.hi && n >= -maxMagnitude && n <= maxMagnitude
+			if got := match(b.g, s); got != want {
+				t.Fatalf("[%d, %d]: intRange matches %s: %v, want %v", r.lo, r.hi, s, got, want)
+			}
+			if got := match(nb.g, s); got != want {
+				t.Fatalf("[%d, %d]: numberRange matches %s: %v, want %v", r.lo, r.hi, s, got, want)
+			}
+			for _, f := range []string{".0", ".5", ".999", ".000001"} {
+				d := s + f
+				v, _ := strconv.ParseFloat(d, 64)
+				if n < 0 || s == "-0" {
+					v = -(math.Abs(float64(n)) + math.Abs(v-float64(n)))
+				}
+				if match(nb.g, d) && (v < float64(r.lo) || v > float64(r.hi)) {
+					t.Fatalf("[%d, %d]: numberRange matches %s = %g", r.lo, r.hi, d, v)
+				}
+			}
+		}
+		for _, s := range []string{"01", "-0", "00", "-", "1e3", "+1"} {
+			if match(b.g, s) {
+				t.Fatalf("[%d, %d]: intRange matches %q", r.lo, r.hi, s)
+			}
+		}
+	}
+	nb := newBuilder()
+	nb.g.root = nb.numberRange(0, 1)
+	for _, tc := range []struct {
+		s  string
+		ok bool
+	}{{"0.5", true}, {"0", true}, {"1", true}, {"0.999", true}, {"1.5", false}, {"-0.5", false}, {"2", false}} {
+		if got := match(nb.g, tc.s); got != tc.ok {
+			t.Errorf("[0, 1] matches %s: %v, want %v", tc.s, got, tc.ok)
+		}
+	}
+	nb = newBuilder()
+	nb.g.root = nb.numberRange(-2, 0)
+	for _, tc := range []struct {
+		s  string
+		ok bool
+	}{{"-0.5", true}, {"-1.5", true}, {"-2", true}, {"-2.5", false}, {"0", true}, {"0.5", false}} {
+		if got := match(nb.g, tc.s); got != tc.ok {
+			t.Errorf("[-2, 0] matches %s: %v, want %v", tc.s, got, tc.ok)
 		}
 	}
 }

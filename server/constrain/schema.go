@@ -52,6 +52,9 @@ const (
 //     beyond properties are generated, which every schema accepts);
 //   - array: items (one schema), minItems and maxItems (at most 256);
 //   - enum (any JSON values), const;
+//   - integer minimum, maximum, exclusiveMinimum, exclusiveMaximum (rounded
+//     inward); number minimum and maximum when integral (numbers in range
+//     are then written without an exponent);
 //   - string minLength and maxLength (characters: code points; at most
 //     2²⁰);
 //   - format of strings: date-time, date, time (RFC 3339, with an offset;
@@ -166,7 +169,8 @@ var annotations = map[string]bool{"title": true, "description": true, "default":
 	"$defs": true, "definitions": true, "strict": true}
 
 // keywords are the constraining keywords compiled, by the types they apply to.
-var keywords = map[string]bool{"format": true, "minLength": true, "maxLength": true, "type": true, "properties": true, "required": true, "additionalProperties": true,
+var keywords = map[string]bool{"format": true, "minLength": true, "maxLength": true, "minimum": true, "maximum": true,
+	"exclusiveMinimum": true, "exclusiveMaximum": true, "type": true, "properties": true, "required": true, "additionalProperties": true,
 	"items": true, "minItems": true, "maxItems": true, "enum": true, "const": true, "anyOf": true, "$ref": true}
 
 func join(path, key string) string {
@@ -272,6 +276,36 @@ func (c *compiler) object(s *object, path string, depth int) (int32, error) {
 		}
 		str = c.b.rule(seq(lit(`"`), build(c.b), lit(`"`)))
 	}
+	_, isEnum := s.get("enum")
+	_, isConst := s.get("const")
+	for _, k := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
+		if _, ok := s.get(k); ok && (isEnum || isConst) {
+			return 0, fail(join(path, k), "%s beside enum or const is not supported", k)
+		}
+	}
+	integer, number := c.b.integerRule(), c.b.numberRule()
+	if allowed["integer"] {
+		lo, hi, set, err := c.bounds(s, path, true)
+		if err != nil {
+			return 0, err
+		}
+		if set {
+			if integer = c.b.intRange(lo, hi); integer < 0 {
+				return 0, fail(path, "no integer is in [%d, %d]", lo, hi)
+			}
+		}
+	}
+	if allowed["number"] {
+		lo, hi, set, err := c.bounds(s, path, false)
+		if err != nil {
+			return 0, err
+		}
+		if set {
+			if number = c.b.numberRange(lo, hi); number < 0 {
+				return 0, fail(path, "no number is in [%d, %d]", lo, hi)
+			}
+		}
+	}
 	if e, ok := s.get("const"); ok {
 		return c.enum([]any{e}, allowed, join(path, "const"))
 	}
@@ -296,9 +330,9 @@ func (c *compiler) object(s *object, path string, depth int) (int32, error) {
 		case "string":
 			r = str
 		case "number":
-			r = c.b.numberRule()
+			r = number
 		case "integer":
-			r = c.b.integerRule()
+			r = integer
 		case "boolean":
 			r = c.b.rule(lit("true"), lit("false"))
 		case "null":
@@ -586,6 +620,42 @@ func (c *compiler) objectType(s *object, path string, depth int) (int32, error) 
 		rest[i], first[i] = c.b.rule(r...), c.b.rule(f...)
 	}
 	return c.b.rule(seq(lit("{"), one(ref(first[0])), lit("}"))), nil
+}
+
+// bounds reads minimum, maximum, exclusiveMinimum and exclusiveMaximum as
+// the inclusive range [lo, hi] they leave, within ±maxMagnitude, and
+// whether any is set. For integers any bound is rounded inward; for
+// numbers only integral minimum and maximum are supported.
+func (c *compiler) bounds(s *object, path string, integer bool) (lo, hi int64, set bool, err error) {
+	lo, hi = -maxMagnitude, maxMagnitude
+	clamp := func(f float64) int64 { return int64(max(-maxMagnitude, min(maxMagnitude, f))) }
+	for _, k := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
+		v, ok := s.get(k)
+		if !ok {
+			continue
+		}
+		num, _ := v.(json.Number)
+		f, perr := strconv.ParseFloat(num.String(), 64)
+		if perr != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+			return 0, 0, false, fail(join(path, k), "must be a finite number, got %v", v)
+		}
+		exclusive := strings.HasPrefix(k, "exclusive")
+		if !integer && (exclusive || f != math.Trunc(f)) {
+			return 0, 0, false, fail(join(path, k), "on numbers only integral minimum and maximum are supported, got %s %v", k, v)
+		}
+		set = true
+		switch k {
+		case "minimum":
+			lo = max(lo, clamp(math.Ceil(f)))
+		case "exclusiveMinimum":
+			lo = max(lo, clamp(math.Floor(f)+1))
+		case "maximum":
+			hi = min(hi, clamp(math.Floor(f)))
+		case "exclusiveMaximum":
+			hi = min(hi, clamp(math.Ceil(f)-1))
+		}
+	}
+	return lo, hi, set, nil
 }
 
 // count reads the count keyword k of s: an integer in [0, limit], def
