@@ -1,9 +1,11 @@
 package constrain
 
 import (
+	"fmt"
 	"math/bits"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -61,6 +63,11 @@ func maskExact(t *testing.T, v *Vocab) {
 		`{"type":"object","properties":{"d":{"type":"string","format":"date-time"},"s":{"type":"string","maxLength":12}},"required":["d","s"]}`,
 		`{"type":"array","items":{"anyOf":[{"type":"integer","minimum":-120,"maximum":4500},{"type":"number","minimum":0,"maximum":1}]}}`,
 	}
+	var many []string // more stacks than dedup compares pairwise
+	for i := range 20 {
+		many = append(many, fmt.Sprintf(`{"type":"string","minLength":%d,"maxLength":%d}`, i%3, 2+i))
+	}
+	schemas = append(schemas, `{"type":"array","items":{"anyOf":[`+strings.Join(many, ",")+`]},"maxItems":3}`)
 	mask := make([]uint64, (v.n+63)/64)
 	for _, s := range schemas {
 		g := AnyObject()
@@ -178,4 +185,39 @@ func BenchmarkMaskWalk(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(tokens), "ns/token")
+}
+
+// TestLongStringCache: masks cached along a string of maxLength 600 are
+// told apart by the full character count: walking it with a plain token of
+// 2^k characters, a key that kept only the count's low byte reused a mask
+// of 256 fewer characters within the cache's 64 entries.
+func TestLongStringCache(t *testing.T) {
+	v := testVocab(t, demoDir, 2)
+	long, n := int32(-1), 0
+	for _, id := range v.plainByChars { // the longest of 8, 16, 32, … characters
+		if c, _ := plainString(v.tokens[id]); c >= 8 && c&(c-1) == 0 {
+			long, n = id, c
+		}
+	}
+	if long < 0 {
+		t.Fatal("no plain token of 8, 16, 32, … characters")
+	}
+	m := NewMatcher(mustCompile(t, `{"type":"string","maxLength":600}`), v)
+	mask := make([]uint64, (v.n+63)/64)
+	m.AcceptBytes([]byte(`"`))
+	for chars := 0; ; chars += n {
+		m.Mask(mask)
+		for id := range v.n {
+			want := v.tokens[id] != nil && m.clone().AcceptBytes(v.tokens[id])
+			if got := mask[id>>6]&(1<<(id&63)) != 0; got != want {
+				t.Fatalf("after %d characters: token %q: mask %v, grammar %v", chars, v.tokens[id], got, want)
+			}
+		}
+		if !m.Accept(long) {
+			if chars+n <= 600 {
+				t.Fatalf("refused at %d characters", chars)
+			}
+			break
+		}
+	}
 }

@@ -1,5 +1,7 @@
 package constrain
 
+import "encoding/binary"
+
 // frame is one frame of a stack: position pos in alternative alt, sub the
 // string element's state when that is the element at pos, parent the frame
 // to continue when the alternative ends (-1: the document's end).
@@ -32,9 +34,9 @@ type Matcher struct {
 	state []int32 // top frame of each stack (accepted: a finished stack)
 	buf   []int32 // states during a mask walk
 
-	cache     map[string][]uint64 // masks by state structure
-	key       []byte
-	plainOnly []uint64 // scratch
+	cache map[string][]uint64 // masks by state structure
+	key   []byte              // the state's key in Mask
+	dkey  []byte              // a stack's key in dedup
 }
 
 // maxCachedMasks bounds a matcher's mask cache.
@@ -120,12 +122,25 @@ func (m *Matcher) advance(out []int32, state []int32, c byte) []int32 {
 	return out
 }
 
-// dedup removes stacks equal to an earlier one of s[from:].
+// dedup removes stacks equal to an earlier one of s[from:]: pairwise for a
+// few, by their frames' key for many.
 func (m *Matcher) dedup(s []int32, from int) []int32 {
 	if len(s)-from < 2 {
 		return s
 	}
 	n := from
+	if len(s)-from > 16 {
+		seen := make(map[string]bool, len(s)-from)
+		for i := from; i < len(s); i++ {
+			m.dkey = m.stackKey(m.dkey[:0], s[i])
+			if !seen[string(m.dkey)] {
+				seen[string(m.dkey)] = true
+				s[n] = s[i]
+				n++
+			}
+		}
+		return s[:n]
+	}
 outer:
 	for i := from; i < len(s); i++ {
 		for j := from; j < n; j++ {
@@ -243,34 +258,28 @@ func (m *Matcher) Mask(mask []uint64) {
 	root := &m.v.all
 	if room, ok := m.inStrings(); ok {
 		// Every token of complete string characters continues the strings,
-		// as long as it fits the room a length limit leaves; one that does
-		// not fit some stack is walked with the others.
-		limited := false
-		for _, fi := range m.state {
-			limited = limited || m.g.alts[m.arena[fi].alt][m.arena[fi].pos].max >= 0
+		// as long as it fits the room a length limit leaves in one of them.
+		fit := len(m.v.plainByChars)
+		if room >= 0 {
+			fit = m.v.plainUpTo(room)
 		}
-		switch {
-		case !limited:
+		if fit == len(m.v.plainByChars) {
 			for i, w := range m.v.plain {
 				mask[i] |= w
 			}
-			root = &m.v.rest
-		case len(m.state) == 1:
-			fit := m.v.plainUpTo(room)
-			if long := m.v.plainByChars[fit:]; len(long) < fit {
-				for i, w := range m.v.plain {
-					mask[i] |= w
-				}
-				for _, id := range long {
-					mask[id>>6] &^= 1 << (id & 63)
-				}
-			} else {
-				for _, id := range m.v.plainByChars[:fit] {
-					mask[id>>6] |= 1 << (id & 63)
-				}
+		} else if long := m.v.plainByChars[fit:]; len(long) < fit {
+			for i, w := range m.v.plain {
+				mask[i] |= w
 			}
-			root = &m.v.rest
+			for _, id := range long {
+				mask[id>>6] &^= 1 << (id & 63)
+			}
+		} else {
+			for _, id := range m.v.plainByChars[:fit] {
+				mask[id>>6] |= 1 << (id & 63)
+			}
 		}
+		root = &m.v.rest
 	}
 	m.walk(root, 0, 0, len(m.buf), mask)
 	m.arena = m.arena[:base]
@@ -282,7 +291,7 @@ func (m *Matcher) Mask(mask []uint64) {
 
 // inStrings reports whether every stack is inside a string, between
 // characters, and returns the most characters any of them may still take
-// (-1: no limit).
+// (-1: no limit), which bounds the plain tokens that may come.
 func (m *Matcher) inStrings() (int, bool) {
 	room := 0
 	for _, fi := range m.state {
@@ -328,14 +337,20 @@ func (m *Matcher) walk(t *trie, at int32, lo, hi int, mask []uint64) {
 // stateKey appends the state's structure: every stack's frames.
 func (m *Matcher) stateKey(k []byte) []byte {
 	for _, fi := range m.state {
-		for ; fi != accepted; fi = m.arena[fi].parent {
-			f := m.arena[fi]
-			k = append(k, byte(f.alt), byte(f.alt>>8), byte(f.alt>>16), byte(f.alt>>24),
-				byte(f.pos), byte(f.pos>>8), byte(f.sub), byte(f.sub>>8))
-		}
-		k = append(k, 0xff, 0xff, 0xff, 0xff)
+		k = m.stackKey(k, fi)
 	}
 	return k
+}
+
+// stackKey appends a stack's frames, top first, and an end mark.
+func (m *Matcher) stackKey(k []byte, fi int32) []byte {
+	for ; fi != accepted; fi = m.arena[fi].parent {
+		f := m.arena[fi]
+		k = binary.LittleEndian.AppendUint32(k, uint32(f.alt))
+		k = binary.LittleEndian.AppendUint32(k, uint32(f.pos))
+		k = binary.LittleEndian.AppendUint32(k, f.sub)
+	}
+	return append(k, 0xff, 0xff, 0xff, 0xff)
 }
 
 // String-body states: the low byte of frame.sub of a string element (the
