@@ -6,7 +6,7 @@
 //
 // Grid: (⌈N/8⌉, L) threadgroups of 64 threads = 2 simdgroups; simdgroup s of
 // threadgroup t owns rows n ∈ [8t + 4s, 8t + 4s + 4). Each lane strides the
-// columns in chunks (4 elements for float weights, 8 codes for quantized ones),
+// columns in chunks of 8 (float weights: summed as two float4 dots; codes),
 // loads the chunk of x once into registers and multiplies it with the same
 // chunk of all 4 rows, so every weight byte is read exactly once and x is read
 // once per simdgroup. The 32 lane partials are folded with simd_sum.
@@ -43,20 +43,23 @@ kernel void matvec_dense(
     const uint r0 = (tg.x * MV_SG + sg) * MV_ROWS;
     device const float * xr = x + (ulong)tg.y * K;
     float acc[MV_ROWS] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (uint k = lane * 4; k < K; k += 32 * 4) {
-        float xv[4];
-        const uint nk = min(4u, K - k);
-        for (uint i = 0; i < 4; i++) {
-            xv[i] = i < nk ? xr[k + i] : 0.0f;
+    for (uint k = lane * 8; k < K; k += 32 * 8) {
+        float xv[8];
+        #pragma unroll
+        for (uint i = 0; i < 8; i++) {
+            xv[i] = k + i < K ? xr[k + i] : 0.0f;
         }
+        const float4 x0 = float4(xv[0], xv[1], xv[2], xv[3]), x1 = float4(xv[4], xv[5], xv[6], xv[7]);
+        #pragma unroll
         for (uint r = 0; r < MV_ROWS; r++) {
             if (r0 + r < N) {
                 device const T * wr = w + (ulong)(r0 + r) * K + k;
-                float s = 0.0f;
-                for (uint i = 0; i < nk; i++) {
-                    s += to_f32(wr[i]) * xv[i];
+                float wv[8];
+                #pragma unroll
+                for (uint i = 0; i < 8; i++) {
+                    wv[i] = k + i < K ? to_f32(wr[i]) : 0.0f;
                 }
-                acc[r] += s;
+                acc[r] += dot(float4(wv[0], wv[1], wv[2], wv[3]), x0) + dot(float4(wv[4], wv[5], wv[6], wv[7]), x1);
             }
         }
     }
@@ -81,7 +84,9 @@ template [[host_name("matvec_bf16_f32")]] kernel void matvec_dense<ushort>(
 // for f32; 8 halves or bf16 words for 16-bit weights) and two float4 of x,
 // shared by the simdgroup's 4 rows. No tail: the trip count is K/256 steps
 // (+1 for the lanes below K mod 256). Numerics: per step the 8 products are
-// summed as two float4 dots, then added to the lane's partial.
+// summed as two float4 dots, then added to the lane's partial — exactly as
+// matvec_dense sums them, so where a weight sits in memory (bound in place
+// from a file at any offset, or copied) never changes a result.
 inline float4 wv_lo(uint4 u, half) { return float4(float2(as_type<half2>(u.x)), float2(as_type<half2>(u.y))); }
 inline float4 wv_hi(uint4 u, half) { return float4(float2(as_type<half2>(u.z)), float2(as_type<half2>(u.w))); }
 inline float4 wv_lo(uint4 u, ushort) {
