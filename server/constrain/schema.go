@@ -64,9 +64,11 @@ const (
 //   - true (any value); annotations (title, description, default, examples,
 //     $schema, $id, $comment, deprecated, readOnly, writeOnly) are ignored.
 //
-// Every other keyword (pattern, format, minLength, minimum, oneOf, allOf,
-// not, prefixItems, uniqueItems, …) is a *SchemaError naming its path, as is
-// a recursive $ref: the grammar would not enforce it.
+// Every other keyword (pattern, other formats, multipleOf, oneOf, allOf,
+// not, prefixItems, uniqueItems, …) is a *SchemaError naming its path, as
+// are a recursive $ref, fractional or exclusive bounds of numbers, and
+// format, minimum or maximum beside enum or const: the grammar would not
+// enforce them.
 func CompileSchema(schema []byte) (g *Grammar, err error) {
 	c := &compiler{b: newBuilder(), refs: map[string]int32{}, active: map[string]bool{"#": true}}
 	if c.root, err = decodeOrdered(schema); err != nil {
