@@ -66,6 +66,19 @@ type Backend interface {
 	// AddScaled adds c·x into dst (same shape): a mixture-of-experts layer's
 	// weighted sum of expert outputs.
 	AddScaled(dst, x *Tensor, c float32)
+	// CausalConvSiLU is a causal depthwise convolution over time with SiLU
+	// (Qwen3.5's linear attention): over in = [state; x], state (K−1, C) the
+	// rows before x's first (zeros at a sequence's start), x (L, C) and w
+	// (C, K), dst[t, c] = silu(Σ_j w[c, j]·in[t+j, c]); state becomes in's
+	// last K−1 rows. dst is not x.
+	CausalConvSiLU(dst, x, w, state *Tensor)
+	// GatedDeltaNet runs Qwen3.5's gated delta rule over L tokens: c (L,
+	// 2·nk·dk + nv·dv) holds each token's q, k (nk heads of dk) and v (nv
+	// of dv); a, b (L, nv). Per value head j, with β = σ(b), g =
+	// −e^ALog·softplus(a + DTBias), q and k L2-normalized (q also × dk^−½)
+	// and S (dk, dv) its state in S (nv, dk, dv), every token does
+	// S ← e^g·S; u = kᵀS; S ← S + k⊗β(v − u); dst[t, j] = qᵀS (dv).
+	GatedDeltaNet(dst, c, a, b, S *Tensor, p *DeltaParams)
 
 	// Sync waits for every enqueued op and reports the first device error.
 	Sync(ctx context.Context) error
@@ -214,4 +227,12 @@ func DefaultThreads() int {
 		return n
 	}
 	return runtime.NumCPU()
+}
+
+// DeltaParams shapes [Backend.GatedDeltaNet]: KeyHeads key heads of KeyDim
+// and ValueHeads value heads of ValueDim (value head j reads key head
+// j/(ValueHeads/KeyHeads)); ALog and DTBias (ValueHeads each) set the decay.
+type DeltaParams struct {
+	KeyHeads, KeyDim, ValueHeads, ValueDim int
+	ALog, DTBias                           []float32
 }

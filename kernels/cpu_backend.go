@@ -488,3 +488,34 @@ func (c *CPU) Close() error {
 	}
 	return nil
 }
+
+// CausalConvSiLU is the causal depthwise convolution with SiLU of Qwen3.5's
+// linear attention (see [Backend]).
+func (c *CPU) CausalConvSiLU(dst, x, w, state *Tensor) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	L, C, K := x.NumRows(), x.Cols(), w.Cols()
+	if dst.Len() != L*C || w.NumRows() != C || state.Len() != (K-1)*C || K < 1 {
+		panic(fmt.Sprintf("kernels: CausalConvSiLU: dst %v, x %v, w %v, state %v", dst.Shape, x.Shape, w.Shape, state.Shape))
+	}
+	cpu.CausalConvSiLU(dst.F32(), x.F32(), w.F32(), state.F32(), L, C, K)
+}
+
+// GatedDeltaNet runs Qwen3.5's gated delta rule (see [Backend]).
+func (c *CPU) GatedDeltaNet(dst, cq, a, b, S *Tensor, p *DeltaParams) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	L := cq.NumRows()
+	mustDelta("GatedDeltaNet", dst, cq, a, b, S, p)
+	cpu.GatedDeltaNet(dst.F32(), cq.F32(), a.F32(), b.F32(), S.F32(), L, p.KeyHeads, p.KeyDim, p.ValueHeads, p.ValueDim, p.ALog, p.DTBias)
+}
+
+// mustDelta panics unless the tensors fit p (see [Backend.GatedDeltaNet]).
+func mustDelta(op string, dst, cq, a, b, S *Tensor, p *DeltaParams) {
+	nk, dk, nv, dv := p.KeyHeads, p.KeyDim, p.ValueHeads, p.ValueDim
+	L := cq.NumRows()
+	if nk <= 0 || nv%nk != 0 || dk <= 0 || dv <= 0 || len(p.ALog) != nv || len(p.DTBias) != nv ||
+		cq.Cols() != 2*nk*dk+nv*dv || dst.Len() != L*nv*dv || a.Len() != L*nv || b.Len() != L*nv || S.Len() != nv*dk*dv {
+		panic(fmt.Sprintf("kernels: %s: dst %v, c %v, a %v, b %v, S %v for %+v", op, dst.Shape, cq.Shape, a.Shape, b.Shape, S.Shape, *p))
+	}
+}

@@ -66,6 +66,24 @@ struct rope_store_args {
     uint  pad;
 };
 
+// conv_args (12 bytes): causal depthwise convolution of L rows of C channels
+// with a kernel of K taps.
+struct conv_args {
+    uint L;
+    uint C;
+    uint K;
+};
+
+// delta_args (20 bytes): Qwen3.5's gated delta rule over L tokens, nk key
+// heads of dk, nv value heads of dv.
+struct delta_args {
+    uint L;
+    uint nk;
+    uint dk;
+    uint nv;
+    uint dv;
+};
+
 // attn_args (64 bytes): causal GQA attention of q (L, heads·head_dim) over the
 // KV cache k, v (≥ pos+L rows of kv_heads·head_dim). Query row l attends keys
 // j ∈ [max(0, pos+l+1−window), pos+l+1) (window 0: from 0).

@@ -3,7 +3,7 @@
 package ptx
 
 // modules names the PTX modules, one per .metal file.
-var modules = []string{"argmax", "attention", "attention_decode", "elementwise", "embed", "fused", "matmul", "matvec", "matvec_nv", "rmsnorm", "rope", "topk"}
+var modules = []string{"argmax", "attention", "attention_decode", "deltanet", "elementwise", "embed", "fused", "matmul", "matvec", "matvec_nv", "rmsnorm", "rope", "topk"}
 
 // kernels lists every entry point with its parameters in order.
 var kernels = []Kernel{
@@ -19,6 +19,8 @@ var kernels = []Kernel{
 	{Name: "attn_decode_f16_f32_g4", Module: "attention_decode", Where: "attention_decode.metal:258", Params: []Param{{Kind: Value, Index: 0, Size: 64, Align: 4}, {Kind: Buffer, Index: 1, Size: 8, Align: 8}, {Kind: Buffer, Index: 2, Size: 8, Align: 8}, {Kind: Buffer, Index: 3, Size: 8, Align: 8}, {Kind: Buffer, Index: 4, Size: 8, Align: 8}, {Kind: Buffer, Index: 5, Size: 8, Align: 8}, {Kind: Threadgroup, Index: 0, Size: 4, Align: 4}}},
 	{Name: "attn_decode_f16_f32_g8", Module: "attention_decode", Where: "attention_decode.metal:260", Params: []Param{{Kind: Value, Index: 0, Size: 64, Align: 4}, {Kind: Buffer, Index: 1, Size: 8, Align: 8}, {Kind: Buffer, Index: 2, Size: 8, Align: 8}, {Kind: Buffer, Index: 3, Size: 8, Align: 8}, {Kind: Buffer, Index: 4, Size: 8, Align: 8}, {Kind: Buffer, Index: 5, Size: 8, Align: 8}, {Kind: Threadgroup, Index: 0, Size: 4, Align: 4}}},
 	{Name: "attn_reduce_f32", Module: "attention_decode", Where: "attention_decode.metal:268", Params: []Param{{Kind: Value, Index: 0, Size: 20, Align: 4}, {Kind: Buffer, Index: 1, Size: 8, Align: 8}, {Kind: Buffer, Index: 2, Size: 8, Align: 8}, {Kind: Buffer, Index: 3, Size: 8, Align: 8}, {Kind: Threadgroup, Index: 0, Size: 4, Align: 4}}},
+	{Name: "causal_conv_silu_f32", Module: "deltanet", Where: "deltanet.metal:26", Params: []Param{{Kind: Value, Index: 0, Size: 12, Align: 4}, {Kind: Buffer, Index: 1, Size: 8, Align: 8}, {Kind: Buffer, Index: 2, Size: 8, Align: 8}, {Kind: Buffer, Index: 3, Size: 8, Align: 8}, {Kind: Buffer, Index: 4, Size: 8, Align: 8}}},
+	{Name: "gated_deltanet_f32", Module: "deltanet", Where: "deltanet.metal:52", Params: []Param{{Kind: Value, Index: 0, Size: 20, Align: 4}, {Kind: Buffer, Index: 1, Size: 8, Align: 8}, {Kind: Buffer, Index: 2, Size: 8, Align: 8}, {Kind: Buffer, Index: 3, Size: 8, Align: 8}, {Kind: Buffer, Index: 4, Size: 8, Align: 8}, {Kind: Buffer, Index: 5, Size: 8, Align: 8}, {Kind: Buffer, Index: 6, Size: 8, Align: 8}, {Kind: Buffer, Index: 7, Size: 8, Align: 8}, {Kind: Threadgroup, Index: 0, Size: 4, Align: 4}}},
 	{Name: "add_f32", Module: "elementwise", Where: "elementwise.metal:22", Params: []Param{{Kind: Value, Index: 0, Size: 8, Align: 4}, {Kind: Buffer, Index: 1, Size: 8, Align: 8}, {Kind: Buffer, Index: 2, Size: 8, Align: 8}, {Kind: Buffer, Index: 3, Size: 8, Align: 8}}},
 	{Name: "glu_silu_clamp_f32", Module: "elementwise", Where: "elementwise.metal:77", Params: []Param{{Kind: Value, Index: 0, Size: 8, Align: 4}, {Kind: Buffer, Index: 1, Size: 8, Align: 8}, {Kind: Buffer, Index: 2, Size: 8, Align: 8}, {Kind: Buffer, Index: 3, Size: 8, Align: 8}}},
 	{Name: "glu_silu_f32", Module: "elementwise", Where: "elementwise.metal:90", Params: []Param{{Kind: Value, Index: 0, Size: 8, Align: 4}, {Kind: Buffer, Index: 1, Size: 8, Align: 8}, {Kind: Buffer, Index: 2, Size: 8, Align: 8}, {Kind: Buffer, Index: 3, Size: 8, Align: 8}}},
