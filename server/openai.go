@@ -104,8 +104,16 @@ func parseMessages(raw json.RawMessage) ([]tokenize.Message, error) {
 // historyCalls turns an assistant message's tool_calls into what chat
 // templates expect: OpenAI's list with each call's arguments as a JSON
 // object (as transformers passes them) where the string parses as one.
+// Arguments given as an object (as some clients send them) are taken as
+// they are.
 func historyCalls(field string, raw json.RawMessage) (json.RawMessage, error) {
-	var calls []toolCall
+	var calls []struct {
+		ID       string `json:"id"`
+		Function struct {
+			Name      string          `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+		} `json:"function"`
+	}
 	if json.Unmarshal(raw, &calls) != nil {
 		return nil, badRequest(field, "must be a list of tool calls")
 	}
@@ -122,8 +130,17 @@ func historyCalls(field string, raw json.RawMessage) (json.RawMessage, error) {
 		name, _ := json.Marshal(c.Function.Name)
 		args := []byte(c.Function.Arguments)
 		var obj map[string]json.RawMessage
-		if json.Unmarshal(args, &obj) != nil {
-			args, _ = json.Marshal(c.Function.Arguments)
+		var text string
+		switch {
+		case isNull(c.Function.Arguments):
+			args = []byte("{}")
+		case json.Unmarshal(args, &obj) == nil:
+		case json.Unmarshal(args, &text) == nil:
+			if json.Unmarshal([]byte(text), &obj) == nil {
+				args = []byte(text)
+			}
+		default:
+			return nil, badRequest(fmt.Sprintf("%s[%d].function.arguments", field, j), "must be a string or an object")
 		}
 		fmt.Fprintf(&b, `{"id":%s,"type":"function","function":{"name":%s,"arguments":%s}}`, id, name, args)
 	}

@@ -544,3 +544,27 @@ func TestForcedGrammarParams(t *testing.T) {
 		})
 	}
 }
+
+// TestHistoryCalls: an assistant's tool_calls reach the template with
+// arguments as objects, whether the client sent a JSON string (OpenAI), an
+// object, a string that is not JSON, or none.
+func TestHistoryCalls(t *testing.T) {
+	for _, tc := range []struct {
+		name, args, want string
+	}{
+		{"json string", `"{\"a\": 1}"`, `{"a": 1}`},
+		{"object", `{"a":1}`, `{"a":1}`},
+		{"not json", `"a=1"`, `"a=1"`},
+		{"absent", `null`, `{}`},
+	} {
+		raw := `[{"id":"c1","type":"function","function":{"name":"f","arguments":` + tc.args + `}}]`
+		got, err := historyCalls("tool_calls", json.RawMessage(raw))
+		want := `[{"id":"c1","type":"function","function":{"name":"f","arguments":` + tc.want + `}}]`
+		if err != nil || string(got) != want {
+			t.Errorf("%s: %s, %v; want %s", tc.name, got, err, want)
+		}
+	}
+	if _, err := historyCalls("tool_calls", json.RawMessage(`[{"function":{"name":"f","arguments":[1]}}]`)); err == nil {
+		t.Error("arguments [1] accepted")
+	}
+}
