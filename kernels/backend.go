@@ -95,6 +95,7 @@ const (
 	// ActSwiGLUClamp is gpt-oss's clamped SwiGLU, its up transformed too:
 	// dst = g·σ(1.702·g)·(clamp(up, −7, 7) + 1), g = min(gate, 7).
 	ActSwiGLUClamp
+	ActSigmoid // σ(x): Qwen3.5's gated attention, σ(gate)·attention
 )
 
 // ParseAct maps a Hugging Face hidden_act name to an [Act].

@@ -351,7 +351,7 @@ func (c *CPU) GLU(dst, gate, up *Tensor, act Act) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	d, g, u := dst.F32(), gate.F32(), up.F32()
-	if len(d) != len(g) || len(g) != len(u) || act > ActSwiGLUClamp {
+	if len(d) != len(g) || len(g) != len(u) || act > ActSigmoid {
 		panic(fmt.Sprintf("kernels: GLU: dst %v, gate %v, up %v, activation %d", dst.Shape, gate.Shape, up.Shape, act))
 	}
 	c.op = opTask{op: opGLU, act: act, d: d, x: g, y: u}
@@ -408,6 +408,8 @@ func (t *opTask) Do(lo, hi int) {
 		cpu.GeGLUTanh(d, x, t.y[lo:hi])
 	case t.op == opGLU && t.act == ActSwiGLUClamp:
 		cpu.SwiGLUClamp(d, x, t.y[lo:hi])
+	case t.op == opGLU && t.act == ActSigmoid:
+		cpu.SigmoidGLU(d, x, t.y[lo:hi])
 	case t.op == opGLU:
 		cpu.GeGLU(d, x, t.y[lo:hi])
 	default:

@@ -13,7 +13,7 @@ type unaryArgs struct {
 	C float32
 }
 
-var gluNames = [...]string{ActSiLU: "glu_silu_f32", ActGELUTanh: "glu_gelu_tanh_f32", ActGELU: "glu_gelu_f32", ActSwiGLUClamp: "glu_silu_clamp_f32"}
+var gluNames = [...]string{ActSiLU: "glu_silu_f32", ActGELUTanh: "glu_gelu_tanh_f32", ActGELU: "glu_gelu_f32", ActSwiGLUClamp: "glu_silu_clamp_f32", ActSigmoid: "glu_sigmoid_f32"}
 
 // Add computes dst = a + b, b of a's shape or one row broadcast (add_f32).
 func (m *Metal) Add(dst, a, b *Tensor) {

@@ -10,6 +10,7 @@ type arch struct {
 	sandwich   bool // post-attention and pre/post-feedforward norms (Gemma 2, 3)
 	fusedPhi3  bool // qkv_proj and gate_up_proj are stored fused (Phi-3)
 	gptOss     bool // attention sinks; experts fused and input-major, biased, clamped SwiGLU, top-k then softmax
+	qwen35     bool // (1+w) norms; gated attention (q_proj: each head's query, then its gate); linear-attention layers
 	defaultAct string
 }
 
@@ -25,4 +26,5 @@ var architectures = map[string]arch{
 	"Gemma3ForCausalLM":   {defaultAct: "gelu_pytorch_tanh", gemma: true, sandwich: true, qkNorm: true}, // sliding layers' own RoPE: Config.localRope
 	"Phi3ForCausalLM":     {defaultAct: "silu", fusedPhi3: true},
 	"GptOssForCausalLM":   {defaultAct: "silu", gptOss: true},
+	"Qwen3_5ForCausalLM":  {defaultAct: "silu", qkNorm: true, qwen35: true},
 }

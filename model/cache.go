@@ -6,16 +6,37 @@ import "github.com/ingot-llm/ingot/kernels"
 // f16, of which rows [0, len) are valid. Truncating is what lets a new prompt
 // reuse a cached prefix (mlx-lm trim, ollama Remove).
 type cache struct {
-	k, v   []*kernels.Tensor
+	k, v   []*kernels.Tensor // nil for linear-attention layers
 	maxSeq int
 	len    int
 	bytes  int64
+
+	// Linear-attention layers' recurrent state (nil elsewhere): the
+	// convolution's last K−1 input rows (K−1, C) and the delta rule's
+	// (nv·dk, dv). It cannot be cut back to an earlier token: truncate marks
+	// it stale, and the session then runs the kept tokens again from a zero
+	// state (zeroConv, zeroS) before the next ones.
+	conv, S         []*kernels.Tensor
+	zeroConv, zeroS *kernels.Tensor
+	stale           bool
 }
 
 func newCache(b kernels.Backend, c *Config, maxSeq int, dt kernels.DType) *cache {
 	kw := c.NumKVHeads * c.HeadDim
 	kc := &cache{maxSeq: maxSeq, k: make([]*kernels.Tensor, c.NumLayers), v: make([]*kernels.Tensor, c.NumLayers)}
 	for i := range kc.k {
+		if c.linear(i) {
+			C, K := 2*c.LinearKeyHeads*c.LinearKeyDim+c.LinearValueHeads*c.LinearValueDim, c.LinearConvKernel
+			if kc.conv == nil {
+				kc.conv, kc.S = make([]*kernels.Tensor, c.NumLayers), make([]*kernels.Tensor, c.NumLayers)
+				kc.zeroConv, kc.zeroS = b.New(max(K-1, 1), C), b.New(c.LinearValueHeads*c.LinearKeyDim, c.LinearValueDim)
+			}
+			kc.conv[i], kc.S[i] = kc.zeroConv.Rows(0, K-1), b.New(c.LinearValueHeads*c.LinearKeyDim, c.LinearValueDim)
+			if K > 1 {
+				kc.conv[i] = b.New(K-1, C)
+			}
+			continue
+		}
 		if dt == kernels.DTypeF16 {
 			kc.k[i], kc.v[i] = b.NewF16(maxSeq, kw), b.NewF16(maxSeq, kw)
 		} else {
@@ -26,10 +47,39 @@ func newCache(b kernels.Backend, c *Config, maxSeq int, dt kernels.DType) *cache
 	return kc
 }
 
-// cacheBytes is the size of the KV cache of maxSeq tokens of type dt.
+// cacheBytes is the size of the KV cache of maxSeq tokens of type dt, and of
+// the linear-attention layers' state.
 func cacheBytes(c *Config, maxSeq int, dt kernels.DType) int64 {
-	return int64(2*c.NumLayers*maxSeq*c.NumKVHeads*c.HeadDim) * int64(dt.Bits()/8)
+	var n int64
+	for i := range c.NumLayers {
+		if c.linear(i) {
+			C := 2*c.LinearKeyHeads*c.LinearKeyDim + c.LinearValueHeads*c.LinearValueDim
+			n += 4 * int64(max(c.LinearConvKernel-1, 0)*C+c.LinearValueHeads*c.LinearKeyDim*c.LinearValueDim)
+			continue
+		}
+		n += int64(2*maxSeq*c.NumKVHeads*c.HeadDim) * int64(dt.Bits()/8)
+	}
+	return n
 }
 
-// truncate forgets every row from n on.
-func (c *cache) truncate(n int) { c.len = min(c.len, max(n, 0)) }
+// truncate forgets every row from n on; a recurrent state goes stale.
+func (c *cache) truncate(n int) {
+	n = max(n, 0)
+	if c.conv != nil && n < c.len {
+		c.stale = true
+	}
+	c.len = min(c.len, n)
+}
+
+// reset zeroes the recurrent state and forgets every row.
+func (c *cache) reset(b kernels.Backend) {
+	for i := range c.conv {
+		if c.conv[i] != nil {
+			if n := c.conv[i].NumRows(); n > 0 {
+				b.CopyRows(c.conv[i], c.zeroConv.Rows(0, n), 0)
+			}
+			b.CopyRows(c.S[i], c.zeroS, 0)
+		}
+	}
+	c.len, c.stale = 0, false
+}

@@ -48,6 +48,14 @@ type Config struct {
 
 	TextConfig json.RawMessage `json:"text_config"` // …ForConditionalGeneration: the language model's config
 
+	// Linear-attention layers (Qwen3.5's Gated DeltaNet): nk key heads of dk,
+	// nv value heads of dv, a causal convolution of K taps.
+	LinearConvKernel int `json:"linear_conv_kernel_dim"` // K
+	LinearKeyHeads   int `json:"linear_num_key_heads"`   // nk
+	LinearKeyDim     int `json:"linear_key_head_dim"`    // dk
+	LinearValueHeads int `json:"linear_num_value_heads"` // nv
+	LinearValueDim   int `json:"linear_value_head_dim"`  // dv
+
 	// Mixture of experts (Qwen3-MoE): E experts of Fe, k a token.
 	NumExperts        int   `json:"num_experts"`           // E
 	NumLocalExperts   int   `json:"num_local_experts"`     // E (another name)
@@ -244,8 +252,15 @@ func (c *Config) validate() error {
 		bad("layer_types has %d entries for num_hidden_layers %d", len(c.LayerTypes), c.NumLayers)
 	}
 	for i, t := range c.LayerTypes {
-		if t != "sliding_attention" && t != "full_attention" {
-			bad("layer_types[%d] = %q is not sliding_attention or full_attention", i, t)
+		if t != "sliding_attention" && t != "full_attention" && t != "linear_attention" {
+			bad("layer_types[%d] = %q is not sliding_attention, full_attention or linear_attention", i, t)
+		}
+	}
+	if slices.Contains(c.LayerTypes, "linear_attention") {
+		if c.LinearConvKernel < 1 || c.LinearConvKernel > 64 || c.LinearKeyHeads <= 0 || c.LinearKeyDim <= 0 || c.LinearKeyDim > 1024 ||
+			c.LinearValueHeads <= 0 || c.LinearValueHeads > 1024 || c.LinearValueDim <= 0 || c.LinearValueDim > 1024 || c.LinearValueHeads%c.LinearKeyHeads != 0 {
+			bad("linear attention out of range (linear_conv_kernel_dim %d, linear_num_key_heads %d, linear_key_head_dim %d, linear_num_value_heads %d, linear_value_head_dim %d)",
+				c.LinearConvKernel, c.LinearKeyHeads, c.LinearKeyDim, c.LinearValueHeads, c.LinearValueDim)
 		}
 	}
 	for _, f := range []struct {
@@ -267,6 +282,11 @@ func (c *Config) validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// linear reports whether layer i is a linear-attention (Gated DeltaNet) layer.
+func (c *Config) linear(i int) bool {
+	return len(c.LayerTypes) > i && c.LayerTypes[i] == "linear_attention"
 }
 
 // sparse reports whether layer i is a mixture-of-experts layer.

@@ -39,9 +39,21 @@ type layer struct {
 	qkv, gu   []*kernels.Tensor // {wq, wk, wv} and {gate, up}, for one MatMuls each
 	qkvB, guB []*kernels.Tensor // their biases
 
+	wg  *kernels.Tensor // the gate rows of Qwen3.5's q_proj (H·Dh, D): attention × σ(x·wgᵀ)
+	lin *linearAttn     // ….linear_attn: a Gated DeltaNet layer in place of attention (Qwen3.5)
+
 	router  *kernels.Tensor // ….mlp.gate.weight (E, D); nil unless a mixture-of-experts layer
 	routerB *kernels.Tensor // ….mlp.router.bias (E); gpt-oss
 	experts []expert        // ….mlp.experts.{j}: in place of gate, up, down
+}
+
+// linearAttn is a Gated DeltaNet layer (Qwen3.5): C = 2·nk·dk + nv·dv.
+type linearAttn struct {
+	in   []*kernels.Tensor // ….in_proj_{qkv,z,b,a}.weight (C|nv·dv|nv|nv, D), one MatMuls
+	conv *kernels.Tensor   // ….conv1d.weight [C, 1, K] as (C, K), f32
+	norm *kernels.Tensor   // ….norm.weight (dv), applied as w
+	out  *kernels.Tensor   // ….out_proj.weight (D, nv·dv)
+	p    kernels.DeltaParams
 }
 
 // expert is one expert's SwiGLU MLP of a mixture-of-experts layer.
@@ -86,7 +98,7 @@ func newLlama(c *Config, a arch, l *loader) (*llama, error) {
 	if m.embed, err = l.matrix("model.embed_tokens", V, D); err != nil {
 		return nil, err
 	}
-	norm := func(name string, n int) (*kernels.Tensor, error) { return l.vector(name, n, a.gemma) }
+	norm := func(name string, n int) (*kernels.Tensor, error) { return l.vector(name, n, a.gemma || a.qwen35) }
 	bias := func(module string, n int) (*kernels.Tensor, error) { return l.vector(module+".bias", n, false) }
 
 	m.layers = make([]layer, c.NumLayers)
@@ -105,6 +117,16 @@ func newLlama(c *Config, a arch, l *loader) (*llama, error) {
 		vec(&ly.attnNorm, norm, "input_layernorm.weight", D)
 		sparse := c.sparse(i)
 		switch {
+		case c.linear(i):
+			err = m.loadLinearAttn(ly, l, p)
+			load(&ly.gate, "mlp.gate_proj", F, D)
+			load(&ly.up, "mlp.up_proj", F, D)
+		case a.qwen35:
+			err = m.loadGatedQ(ly, l, p)
+			load(&ly.wk, "self_attn.k_proj", Hkv*Dh, D)
+			load(&ly.wv, "self_attn.v_proj", Hkv*Dh, D)
+			load(&ly.gate, "mlp.gate_proj", F, D)
+			load(&ly.up, "mlp.up_proj", F, D)
 		case a.fusedPhi3:
 			err = m.loadPhi3(ly, l, p)
 		case sparse:
@@ -130,7 +152,9 @@ func newLlama(c *Config, a arch, l *loader) (*llama, error) {
 			load(&ly.gate, "mlp.gate_proj", F, D)
 			load(&ly.up, "mlp.up_proj", F, D)
 		}
-		load(&ly.wo, "self_attn.o_proj", D, H*Dh)
+		if !c.linear(i) {
+			load(&ly.wo, "self_attn.o_proj", D, H*Dh)
+		}
 		if !sparse {
 			load(&ly.down, "mlp.down_proj", D, F)
 		}
@@ -147,7 +171,7 @@ func newLlama(c *Config, a arch, l *loader) (*llama, error) {
 			vec(&ly.bu, bias, "mlp.up_proj", F)
 			vec(&ly.bd, bias, "mlp.down_proj", D)
 		}
-		if a.qkNorm {
+		if a.qkNorm && !c.linear(i) {
 			vec(&ly.qNorm, norm, "self_attn.q_norm.weight", Dh)
 			vec(&ly.kNorm, norm, "self_attn.k_norm.weight", Dh)
 		}
@@ -162,6 +186,9 @@ func newLlama(c *Config, a arch, l *loader) (*llama, error) {
 			return nil, fmt.Errorf("%w (layer %d)", err, i)
 		}
 		ly.qkv, ly.qkvB = []*kernels.Tensor{ly.wq, ly.wk, ly.wv}, []*kernels.Tensor{ly.bq, ly.bk, ly.bv}
+		if ly.wg != nil {
+			ly.qkv = append(ly.qkv, ly.wg) // q, k, v and the gate in one MatMuls
+		}
 		ly.gu, ly.guB = []*kernels.Tensor{ly.gate, ly.up}, []*kernels.Tensor{ly.bg, ly.bu}
 	}
 	if m.norm, err = norm("model.norm.weight", D); err != nil {
@@ -307,6 +334,105 @@ func (m *llama) loadGptOssExperts(ly *layer, l *loader, p string) error {
 	return nil
 }
 
+// linearC returns the channels of a linear-attention layer's convolution,
+// 2·nk·dk + nv·dv, or 0 for a config without such layers.
+func linearC(c *Config) int {
+	for i := range c.NumLayers {
+		if c.linear(i) {
+			return 2*c.LinearKeyHeads*c.LinearKeyDim + c.LinearValueHeads*c.LinearValueDim
+		}
+	}
+	return 0
+}
+
+// loadGatedQ splits Qwen3.5's q_proj (2·H·Dh, D), each head's query rows then
+// its gate rows, into wq and wg (H·Dh, D) each.
+func (m *llama) loadGatedQ(ly *layer, l *loader, p string) error {
+	c := m.cfg
+	H, Dh := c.NumHeads, c.HeadDim
+	t, err := l.hostMatrix(p+"self_attn.q_proj", 2*H*Dh, c.HiddenSize)
+	if err != nil {
+		return err
+	}
+	q, g := make([][2]int, H), make([][2]int, H)
+	for h := range H {
+		q[h], g[h] = [2]int{2 * h * Dh, 2*h*Dh + Dh}, [2]int{2*h*Dh + Dh, 2 * (h + 1) * Dh}
+	}
+	if ly.wq, err = l.upload(p+"self_attn.q_proj.weight", gatherRows(t, q)); err != nil {
+		return err
+	}
+	ly.wg, err = l.upload(p+"self_attn.q_proj.weight", gatherRows(t, g))
+	return err
+}
+
+// gatherRows returns a host matrix of t's row ranges, in order (codes and
+// their scales and biases alike).
+func gatherRows(t *kernels.Tensor, ranges [][2]int) *kernels.Tensor {
+	rb := t.DType.RowBytes(t.Cols())
+	n := 0
+	for _, r := range ranges {
+		n += r[1] - r[0]
+	}
+	out := &kernels.Tensor{DType: t.DType, Shape: []int{n, t.Cols()}, GroupSize: t.GroupSize, Data: make([]byte, 0, n*rb)}
+	for _, r := range ranges {
+		out.Data = append(out.Data, t.Data[r[0]*rb:r[1]*rb]...)
+	}
+	if t.Scales != nil {
+		g := t.Scales.Cols()
+		s, b := make([]float32, 0, n*g), make([]float32, 0, n*g)
+		for _, r := range ranges {
+			s, b = append(s, t.Scales.F32()[r[0]*g:r[1]*g]...), append(b, t.Biases.F32()[r[0]*g:r[1]*g]...)
+		}
+		out.Scales, out.Biases = kernels.FromF32(s, n, g), kernels.FromF32(b, n, g)
+	}
+	return out
+}
+
+// loadLinearAttn loads a Gated DeltaNet layer's weights (Qwen3.5).
+func (m *llama) loadLinearAttn(ly *layer, l *loader, p string) error {
+	c := m.cfg
+	nk, dk, nv, dv, K, D := c.LinearKeyHeads, c.LinearKeyDim, c.LinearValueHeads, c.LinearValueDim, c.LinearConvKernel, c.HiddenSize
+	C := 2*nk*dk + nv*dv
+	la := &linearAttn{in: make([]*kernels.Tensor, 4), p: kernels.DeltaParams{KeyHeads: nk, KeyDim: dk, ValueHeads: nv, ValueDim: dv}}
+	q := p + "linear_attn."
+	var err error
+	for i, w := range []struct {
+		name string
+		rows int
+	}{{"in_proj_qkv", C}, {"in_proj_z", nv * dv}, {"in_proj_b", nv}, {"in_proj_a", nv}} {
+		if la.in[i], err = l.matrix(q+w.name, w.rows, D); err != nil {
+			return err
+		}
+	}
+	if la.out, err = l.matrix(q+"out_proj", D, nv*dv); err != nil {
+		return err
+	}
+	if la.norm, err = l.vector(q+"norm.weight", dv, false); err != nil {
+		return err
+	}
+	if la.p.ALog, err = l.hostVector(q+"A_log", nv); err != nil {
+		return err
+	}
+	if la.p.DTBias, err = l.hostVector(q+"dt_bias", nv); err != nil {
+		return err
+	}
+	var conv []float32 // [C, 1, K] as (C, K), widened to f32
+	if l.synth != nil {
+		conv = l.synth.vector(q+"conv1d.weight", C*K)
+	} else if st, ok := l.get(q + "conv1d.weight"); !ok {
+		return fmt.Errorf("model: missing tensor %q", l.prefix+q+"conv1d.weight")
+	} else if !isMatrix(st.Shape, C, K) {
+		return fmt.Errorf("model: tensor %q has shape %v, config.json implies [%d 1 %d]", st.Name, st.Shape, C, K)
+	} else if conv, err = toF32(st); err != nil {
+		return err
+	}
+	if la.conv, err = l.upload(q+"conv1d.weight", kernels.FromF32(conv, C, K)); err != nil {
+		return err
+	}
+	ly.lin = la
+	return nil
+}
+
 // loadPhi3 splits Phi-3's fused projections into row views (no copy):
 // qkv_proj (H·Dh + 2·Hkv·Dh, D) and gate_up_proj (2F, D), gate first.
 func (m *llama) loadPhi3(ly *layer, l *loader, p string) error {
@@ -354,6 +480,14 @@ type acts struct {
 	rope      *kernels.RoPE     // the session's rotary embedding
 	ropeLocal *kernels.RoPE     // the sliding layers' own, or nil (Gemma 3)
 
+	gate *kernels.Tensor   // (L, H·Dh) Qwen3.5's attention gate, or nil
+	qkvg []*kernels.Tensor // {q, k, v, gate}
+	// Qwen3.5's linear attention, nil without: its input projections
+	// {lqkv (L, C), lz (L, nv·dv), lb, la (L, nv)}, the convolution's
+	// output lc (L, C) and the delta rule's lo (L, nv·dv).
+	lin                      []*kernels.Tensor
+	lqkv, lz, lb, la, lc, lo *kernels.Tensor
+
 	// Mixture of experts, nil without: router logits (L, E) on the device and
 	// the host, an expert's gathered tokens (L, D), its g, u (L, Fe) and
 	// output (L, D), the layer's output (L, D) and zeros to clear it with.
@@ -378,6 +512,13 @@ func newActs(b kernels.Backend, c *Config, L int, rope, ropeLocal *kernels.RoPE)
 		k: b.New(L, kw), v: b.New(L, kw), g: b.New(L, F), u: b.New(L, F),
 		last: b.New(1, D), logits: b.New(1, V), hostLogit: make([]float32, V), rope: rope, ropeLocal: ropeLocal,
 	}
+	if architectures[c.Arch()].qwen35 {
+		s.gate = b.New(L, qw)
+	}
+	if linearC(c) > 0 {
+		C, nv, dv := linearC(c), c.LinearValueHeads, c.LinearValueDim
+		s.lqkv, s.lz, s.lb, s.la, s.lc, s.lo = b.New(L, C), b.New(L, nv*dv), b.New(L, nv), b.New(L, nv), b.New(L, C), b.New(L, nv*dv)
+	}
 	if E, Fe := c.NumExperts, c.MoEIntermediate; E > 0 {
 		s.rl, s.xe, s.ge, s.ue, s.oe, s.mo, s.zero = b.New(L, E), b.New(L, D), b.New(L, Fe), b.New(L, Fe), b.New(L, D), b.New(L, D), b.New(L, D)
 		s.hostRL, s.probs, s.egu = make([]float32, L*E), make([]float32, E), make([]*kernels.Tensor, 2)
@@ -396,6 +537,12 @@ func actsBytes(c *Config, L int) int64 {
 	D, F, V := c.HiddenSize, c.IntermediateSize, c.VocabSize
 	qw, kw := c.NumHeads*c.HeadDim, c.NumKVHeads*c.HeadDim
 	n := int64(L*(2*D+2*qw+2*kw+2*F) + D + V)
+	if architectures[c.Arch()].qwen35 {
+		n += int64(L * qw)
+	}
+	if C := linearC(c); C > 0 {
+		n += int64(L * (2*C + 2*c.LinearValueHeads*c.LinearValueDim + 2*c.LinearValueHeads))
+	}
 	if E, Fe := c.NumExperts, c.MoEIntermediate; E > 0 {
 		n += int64(L * (E + 5*D + 2*Fe))
 	}
@@ -417,6 +564,14 @@ func (s *acts) rows(L int) *acts {
 			*t = (*t).Rows(0, L)
 		}
 	}
+	if v.gate != nil {
+		v.gate = v.gate.Rows(0, L)
+	}
+	if v.lqkv != nil {
+		for _, t := range []**kernels.Tensor{&v.lqkv, &v.lz, &v.lb, &v.la, &v.lc, &v.lo} {
+			*t = (*t).Rows(0, L)
+		}
+	}
 	v.cut()
 	return &v
 }
@@ -426,6 +581,12 @@ func (s *acts) cut() {
 	s.lastX = s.x.Rows(s.L-1, s.L)
 	s.qh, s.kh = reshape(s.q), reshape(s.k)
 	s.qkv, s.gu = []*kernels.Tensor{s.q, s.k, s.v}, []*kernels.Tensor{s.g, s.u}
+	if s.gate != nil {
+		s.qkvg = []*kernels.Tensor{s.q, s.k, s.v, s.gate}
+	}
+	if s.lqkv != nil {
+		s.lin = []*kernels.Tensor{s.lqkv, s.lz, s.lb, s.la}
+	}
 }
 
 // reshape views an (L, n·Dh) activation as a flat (L·n·Dh) row set; RMSNorm with a
@@ -460,21 +621,32 @@ func (m *llama) decoder(b kernels.Backend, s *acts, c *cache, pos int) {
 	eps := cfg.RMSNormEps
 	L := s.x.NumRows()
 	b.RMSNorm(s.h, s.x, m.layers[0].attnNorm, eps) // (L, D); later blocks' come with the residual add
+	c.len = max(c.len, pos+L)
 	for i := range m.layers {
 		l := &m.layers[i]
-		linears(b, s.qkv, s.h, l.qkv, l.qkvB) // q (L, H·Dh), k and v (L, Hkv·Dh)
-		if l.qNorm != nil {
-			b.RMSNorm(s.qh, s.qh, l.qNorm, eps) // per head (Dh)
-			b.RMSNorm(s.kh, s.kh, l.kNorm, eps)
+		if l.lin != nil {
+			m.linearAttn(b, s, c, l, i) // (L, D) → (L, D)
+		} else {
+			qkv := s.qkv
+			if l.wg != nil {
+				qkv = s.qkvg // and the gate (L, H·Dh)
+			}
+			linears(b, qkv, s.h, l.qkv, l.qkvB) // q (L, H·Dh), k and v (L, Hkv·Dh)
+			if l.qNorm != nil {
+				b.RMSNorm(s.qh, s.qh, l.qNorm, eps) // per head (Dh)
+				b.RMSNorm(s.kh, s.kh, l.kNorm, eps)
+			}
+			rope := s.rope
+			if m.local[i] {
+				rope = s.ropeLocal
+			}
+			b.RoPEStore(s.q, s.k, s.v, c.k[i], c.v[i], pos, rope)
+			b.Attention(s.att, s.q, c.k[i], c.v[i], pos, &m.attn[i]) // (L, H·Dh)
+			if l.wg != nil {
+				b.GLU(s.att, s.gate, s.att, kernels.ActSigmoid) // σ(gate)·attention
+			}
+			linear(b, s.h, s.att, l.wo, l.bo) // (L, D)
 		}
-		rope := s.rope
-		if m.local[i] {
-			rope = s.ropeLocal
-		}
-		b.RoPEStore(s.q, s.k, s.v, c.k[i], c.v[i], pos, rope)
-		c.len = max(c.len, pos+L)
-		b.Attention(s.att, s.q, c.k[i], c.v[i], pos, &m.attn[i]) // (L, H·Dh)
-		linear(b, s.h, s.att, l.wo, l.bo)                        // (L, D)
 		if l.postAttnNorm != nil {
 			b.RMSNorm(s.h, s.h, l.postAttnNorm, eps)
 		}
@@ -504,6 +676,20 @@ func (m *llama) decoder(b kernels.Backend, s *acts, c *cache, pos int) {
 	if cfg.FinalSoftcap > 0 {
 		b.Softcap(s.logits, float32(cfg.FinalSoftcap))
 	}
+}
+
+// linearAttn runs layer i's Gated DeltaNet (Qwen3.5) on the normed rows s.h
+// into s.h: the four input projections in one MatMuls, the causal
+// convolution with SiLU and the gated delta rule carrying the layer's state
+// in c, RMSNorm per value head times SiLU(z), the output projection.
+func (m *llama) linearAttn(b kernels.Backend, s *acts, c *cache, l *layer, i int) {
+	la := l.lin
+	b.MatMuls(s.lin, s.h, la.in)                       // qkv (L, C), z (L, nv·dv), b, a (L, nv)
+	b.CausalConvSiLU(s.lc, s.lqkv, la.conv, c.conv[i]) // (L, C)
+	b.GatedDeltaNet(s.lo, s.lc, s.la, s.lb, c.S[i], &la.p)
+	b.RMSNorm(s.lo, s.lo, la.norm, m.cfg.RMSNormEps) // per value head (dv)
+	b.GLU(s.lo, s.lz, s.lo, kernels.ActSiLU)         // silu(z)·o
+	b.MatMul(s.h, s.lo, la.out)                      // (L, D)
 }
 
 // moe runs layer l's mixture of experts on the normed rows s.h and returns

@@ -195,6 +195,15 @@ func (s *Session) forward(ctx context.Context, tokens []int32) ([]float32, error
 			return nil, fmt.Errorf("model: token %d (at %d) is outside the vocabulary of %d", t, i, V)
 		}
 	}
+	if s.cache.stale { // a linear-attention state cut back: run the kept tokens again
+		if err := s.lock(); err != nil {
+			return nil, err
+		}
+		s.cache.reset(s.b)
+		s.unlock()
+		tokens = append(slices.Clone(s.tokens), tokens...)
+		s.tokens, pos = s.tokens[:0], 0
+	}
 	a := s.one
 	for len(tokens) > 0 {
 		if err := ctx.Err(); err != nil {

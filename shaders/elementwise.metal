@@ -5,6 +5,7 @@
 //   glu_gelu_tanh_f32: y[i] = gelu_tanh(g[i])·u[i],  ½x(1 + tanh(√(2/π)(x + 0.044715x³))) = x·σ(2√(2/π)(x + 0.044715x³))
 //   glu_gelu_f32:      y[i] = gelu(g[i])·u[i],       ½x(1 + erf(x/√2))
 //   glu_silu_clamp_f32: y[i] = g·σ(1.702g)·(clamp(u[i], −7, 7) + 1), g = min(g[i], 7) (gpt-oss)
+//   glu_sigmoid_f32:   y[i] = σ(g[i])·u[i]            (Qwen3.5's gated attention)
 //   softcap_f32:       x[i] = c·tanh(x[i]/c)         (in place)
 //   copy_f32:          y[i] = x[i]                   (KV cache rows; offsets bound by the host)
 //   copy_f16_f32:      y[i] = half(x[i])             (f16 KV cache rows; round to nearest even)
@@ -58,6 +59,9 @@ struct act_gelu_tanh { // as x·σ(2u): ½x(1 + tanh u) cancels to nothing below
         return x / (1.0f + precise::exp(-c * (x + 0.044715f * x * x * x)));
     }
 };
+struct act_sigmoid {
+    static float f(float x) { return 1.0f / (1.0f + precise::exp(-x)); }
+};
 struct act_gelu {
     static float f(float x) { return 0.5f * x * (1.0f + ingot_erf(x * 0.7071067811865476f)); }
 };
@@ -90,6 +94,7 @@ typedef decltype(glu<act_silu>) glu_t;
 template [[host_name("glu_silu_f32")]]      kernel glu_t glu<act_silu>;
 template [[host_name("glu_gelu_tanh_f32")]] kernel glu_t glu<act_gelu_tanh>;
 template [[host_name("glu_gelu_f32")]]      kernel glu_t glu<act_gelu>;
+template [[host_name("glu_sigmoid_f32")]]   kernel glu_t glu<act_sigmoid>;
 
 kernel void softcap_f32(
         constant unary_args & args [[buffer(0)]],

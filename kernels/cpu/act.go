@@ -36,6 +36,14 @@ func SwiGLUClamp(dst, gate, up []float32) {
 	}
 }
 
+// SigmoidGLU writes dst[i] = σ(gate[i])·up[i], in float64.
+func SigmoidGLU(dst, gate, up []float32) {
+	n := gluLen("SigmoidGLU", dst, gate, up)
+	for i := range n {
+		dst[i] = float32(float64(up[i]) / (1 + math.Exp(-float64(gate[i]))))
+	}
+}
+
 // GeGLU writes dst[i] = GELU(gate[i])·up[i].
 func GeGLU(dst, gate, up []float32) {
 	n := gluLen("GeGLU", dst, gate, up)
