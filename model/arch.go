@@ -16,15 +16,16 @@ type arch struct {
 
 // architectures is every architecture ingot runs: one row per HF "architectures" entry.
 var architectures = map[string]arch{
-	"LlamaForCausalLM":    {defaultAct: "silu"},
-	"MistralForCausalLM":  {defaultAct: "silu"},
-	"Qwen2ForCausalLM":    {defaultAct: "silu", qkvBias: true}, // config.json omits attention_bias; mlx-lm qwen2.py hard-codes it
-	"Qwen3ForCausalLM":    {defaultAct: "silu", qkNorm: true},
-	"Qwen3MoeForCausalLM": {defaultAct: "silu", qkNorm: true}, // experts: Config.sparse
-	"GemmaForCausalLM":    {defaultAct: "gelu_pytorch_tanh", gemma: true},
-	"Gemma2ForCausalLM":   {defaultAct: "gelu_pytorch_tanh", gemma: true, sandwich: true},
-	"Gemma3ForCausalLM":   {defaultAct: "gelu_pytorch_tanh", gemma: true, sandwich: true, qkNorm: true}, // sliding layers' own RoPE: Config.localRope
-	"Phi3ForCausalLM":     {defaultAct: "silu", fusedPhi3: true},
-	"GptOssForCausalLM":   {defaultAct: "silu", gptOss: true},
-	"Qwen3_5ForCausalLM":  {defaultAct: "silu", qkNorm: true, qwen35: true},
+	"LlamaForCausalLM":      {defaultAct: "silu"},
+	"MistralForCausalLM":    {defaultAct: "silu"},
+	"Qwen2ForCausalLM":      {defaultAct: "silu", qkvBias: true}, // config.json omits attention_bias; mlx-lm qwen2.py hard-codes it
+	"Qwen3ForCausalLM":      {defaultAct: "silu", qkNorm: true},
+	"Qwen3MoeForCausalLM":   {defaultAct: "silu", qkNorm: true}, // experts: Config.sparse
+	"GemmaForCausalLM":      {defaultAct: "gelu_pytorch_tanh", gemma: true},
+	"Gemma2ForCausalLM":     {defaultAct: "gelu_pytorch_tanh", gemma: true, sandwich: true},
+	"Gemma3ForCausalLM":     {defaultAct: "gelu_pytorch_tanh", gemma: true, sandwich: true, qkNorm: true}, // sliding layers' own RoPE: Config.localRope
+	"Phi3ForCausalLM":       {defaultAct: "silu", fusedPhi3: true},
+	"GptOssForCausalLM":     {defaultAct: "silu", gptOss: true},
+	"Qwen3_5ForCausalLM":    {defaultAct: "silu", qkNorm: true, qwen35: true},
+	"Qwen3_5MoeForCausalLM": {defaultAct: "silu", qkNorm: true, qwen35: true}, // experts (renormalized), a shared expert
 }

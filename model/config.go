@@ -57,13 +57,14 @@ type Config struct {
 	LinearValueDim   int `json:"linear_value_head_dim"`  // dv
 
 	// Mixture of experts (Qwen3-MoE): E experts of Fe, k a token.
-	NumExperts        int   `json:"num_experts"`           // E
-	NumLocalExperts   int   `json:"num_local_experts"`     // E (another name)
-	ExpertsPerToken   int   `json:"num_experts_per_tok"`   // k
-	MoEIntermediate   int   `json:"moe_intermediate_size"` // Fe
-	NormTopKProb      bool  `json:"norm_topk_prob"`        // renormalize the k routing weights
-	DecoderSparseStep int   `json:"decoder_sparse_step"`   // every n-th layer is sparse
-	MLPOnlyLayers     []int `json:"mlp_only_layers"`       // dense layers all the same
+	NumExperts               int   `json:"num_experts"`                     // E
+	NumLocalExperts          int   `json:"num_local_experts"`               // E (another name)
+	ExpertsPerToken          int   `json:"num_experts_per_tok"`             // k
+	MoEIntermediate          int   `json:"moe_intermediate_size"`           // Fe
+	NormTopKProb             bool  `json:"norm_topk_prob"`                  // renormalize the k routing weights
+	DecoderSparseStep        int   `json:"decoder_sparse_step"`             // every n-th layer is sparse
+	MLPOnlyLayers            []int `json:"mlp_only_layers"`                 // dense layers all the same
+	SharedExpertIntermediate int   `json:"shared_expert_intermediate_size"` // Qwen3.5-MoE: a shared expert of this width; 0: none
 
 	QueryPreAttnScalar float64 `json:"query_pre_attn_scalar"`   // Gemma 2: attention scale is its -½ power
 	AttnSoftcap        float64 `json:"attn_logit_softcapping"`  // Gemma 2
@@ -202,6 +203,9 @@ func (c *Config) applyDefaults() {
 	if c.NumExperts > 0 && c.MoEIntermediate == 0 {
 		c.MoEIntermediate = c.IntermediateSize // gpt-oss, Mixtral: the experts' width
 	}
+	if c.NumExperts > 0 && c.IntermediateSize == 0 {
+		c.IntermediateSize = c.MoEIntermediate // Qwen3.5-MoE: no dense layer, none given
+	}
 	if len(c.LayerTypes) == 0 && c.SlidingPattern > 0 && c.NumLayers > 0 && c.NumLayers <= 4096 {
 		c.LayerTypes = make([]string, c.NumLayers) // every SlidingPattern-th layer is full
 		for i := range c.LayerTypes {
@@ -272,7 +276,7 @@ func (c *Config) validate() error {
 		}
 	}
 	if c.NumExperts < 0 || c.NumExperts > 1<<16 || c.ExpertsPerToken < 0 || c.ExpertsPerToken > c.NumExperts ||
-		c.MoEIntermediate < 0 || c.MoEIntermediate > big || c.DecoderSparseStep < 0 {
+		c.MoEIntermediate < 0 || c.MoEIntermediate > big || c.DecoderSparseStep < 0 || c.SharedExpertIntermediate < 0 || c.SharedExpertIntermediate > big {
 		bad("experts out of range (num_experts %d, num_experts_per_tok %d, moe_intermediate_size %d, decoder_sparse_step %d)",
 			c.NumExperts, c.ExpertsPerToken, c.MoEIntermediate, c.DecoderSparseStep)
 	} else if c.NumExperts > 0 && (c.ExpertsPerToken == 0 || c.MoEIntermediate == 0) {

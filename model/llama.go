@@ -42,7 +42,8 @@ type layer struct {
 	wg  *kernels.Tensor // the gate rows of Qwen3.5's q_proj (H·Dh, D): attention × σ(x·wgᵀ)
 	lin *linearAttn     // ….linear_attn: a Gated DeltaNet layer in place of attention (Qwen3.5)
 
-	router  *kernels.Tensor // ….mlp.gate.weight (E, D); nil unless a mixture-of-experts layer
+	router  *kernels.Tensor // ….mlp.gate.weight (E, D), with ….mlp.shared_expert_gate.weight (1, D) as row E when there is a shared expert; nil unless a mixture-of-experts layer
+	shared  *expert         // ….mlp.shared_expert: every token's, weighted by σ(its gate row) (Qwen3.5-MoE)
 	routerB *kernels.Tensor // ….mlp.router.bias (E); gpt-oss
 	experts []expert        // ….mlp.experts.{j}: in place of gate, up, down
 }
@@ -116,39 +117,36 @@ func newLlama(c *Config, a arch, l *loader) (*llama, error) {
 		}
 		vec(&ly.attnNorm, norm, "input_layernorm.weight", D)
 		sparse := c.sparse(i)
-		switch {
+		switch { // the mixer
 		case c.linear(i):
 			err = m.loadLinearAttn(ly, l, p)
-			load(&ly.gate, "mlp.gate_proj", F, D)
-			load(&ly.up, "mlp.up_proj", F, D)
 		case a.qwen35:
 			err = m.loadGatedQ(ly, l, p)
 			load(&ly.wk, "self_attn.k_proj", Hkv*Dh, D)
 			load(&ly.wv, "self_attn.v_proj", Hkv*Dh, D)
-			load(&ly.gate, "mlp.gate_proj", F, D)
-			load(&ly.up, "mlp.up_proj", F, D)
 		case a.fusedPhi3:
-			err = m.loadPhi3(ly, l, p)
-		case sparse:
-			load(&ly.wq, "self_attn.q_proj", H*Dh, D)
-			load(&ly.wk, "self_attn.k_proj", Hkv*Dh, D)
-			load(&ly.wv, "self_attn.v_proj", Hkv*Dh, D)
-			if a.gptOss {
-				load(&ly.router, "mlp.router", c.NumExperts, D)
-				vec(&ly.routerB, bias, "mlp.router", c.NumExperts)
-				if err == nil {
-					err = m.loadGptOssExperts(ly, l, p)
-				}
-			} else {
-				load(&ly.router, "mlp.gate", c.NumExperts, D)
-				if err == nil {
-					err = m.loadExperts(ly, l, p)
-				}
-			}
+			err = m.loadPhi3(ly, l, p) // and gate/up
 		default:
 			load(&ly.wq, "self_attn.q_proj", H*Dh, D)
 			load(&ly.wk, "self_attn.k_proj", Hkv*Dh, D)
 			load(&ly.wv, "self_attn.v_proj", Hkv*Dh, D)
+		}
+		switch { // the MLP
+		case sparse && a.gptOss:
+			load(&ly.router, "mlp.router", c.NumExperts, D)
+			vec(&ly.routerB, bias, "mlp.router", c.NumExperts)
+			if err == nil {
+				err = m.loadGptOssExperts(ly, l, p)
+			}
+		case sparse:
+			if err == nil {
+				err = m.loadRouter(ly, l, p)
+			}
+			if err == nil {
+				err = m.loadExperts(ly, l, p)
+			}
+		case a.fusedPhi3:
+		default:
 			load(&ly.gate, "mlp.gate_proj", F, D)
 			load(&ly.up, "mlp.up_proj", F, D)
 		}
@@ -218,6 +216,58 @@ func newLlama(c *Config, a arch, l *loader) (*llama, error) {
 		m.local[i] = local != nil && len(c.LayerTypes) > 0 && c.LayerTypes[i] == "sliding_attention"
 	}
 	return m, nil
+}
+
+// loadRouter loads a mixture-of-experts layer's router mlp.gate (E, D) and,
+// with a shared expert, its gate mlp.shared_expert_gate (1, D) as one more
+// row (one MatMul and one download give both), and the shared expert.
+func (m *llama) loadRouter(ly *layer, l *loader, p string) error {
+	c := m.cfg
+	E, D, Fs := c.NumExperts, c.HiddenSize, c.SharedExpertIntermediate
+	r, err := l.hostMatrix(p+"mlp.gate", E, D)
+	if err != nil {
+		return err
+	}
+	if Fs == 0 {
+		ly.router, err = l.upload(p+"mlp.gate.weight", r)
+		return err
+	}
+	g, err := l.hostMatrix(p+"mlp.shared_expert_gate", 1, D)
+	if err != nil {
+		return err
+	}
+	if g.DType != r.DType || g.GroupSize != r.GroupSize {
+		return fmt.Errorf("model: tensor %q is %s, %q %s: want them alike", l.prefix+p+"mlp.gate.weight", r.DType, l.prefix+p+"mlp.shared_expert_gate.weight", g.DType)
+	}
+	if ly.router, err = l.upload(p+"mlp.gate.weight", concatRows(r, g)); err != nil {
+		return err
+	}
+	sh := &expert{gu: make([]*kernels.Tensor, 2)}
+	q := p + "mlp.shared_expert."
+	for _, w := range []struct {
+		dst        **kernels.Tensor
+		name       string
+		rows, cols int
+	}{{&sh.gu[0], "gate_proj", Fs, D}, {&sh.gu[1], "up_proj", Fs, D}, {&sh.down, "down_proj", D, Fs}} {
+		if *w.dst, err = l.matrix(q+w.name, w.rows, w.cols); err != nil {
+			return err
+		}
+	}
+	ly.shared = sh
+	return nil
+}
+
+// concatRows returns the host matrix of a's rows then b's (alike in dtype,
+// columns and group).
+func concatRows(a, b *kernels.Tensor) *kernels.Tensor {
+	n := a.Shape[0] + b.Shape[0]
+	out := &kernels.Tensor{DType: a.DType, Shape: []int{n, a.Cols()}, GroupSize: a.GroupSize, Data: append(append([]byte(nil), a.Data...), b.Data...)}
+	if a.Scales != nil {
+		g := a.Scales.Cols()
+		out.Scales = kernels.FromF32(append(append([]float32(nil), a.Scales.F32()...), b.Scales.F32()...), n, g)
+		out.Biases = kernels.FromF32(append(append([]float32(nil), a.Biases.F32()...), b.Biases.F32()...), n, g)
+	}
+	return out
 }
 
 // loadExperts loads a mixture-of-experts layer's experts: Hugging Face's
@@ -492,6 +542,7 @@ type acts struct {
 	// the host, an expert's gathered tokens (L, D), its g, u (L, Fe) and
 	// output (L, D), the layer's output (L, D) and zeros to clear it with.
 	rl, xe, ge, ue, oe, mo, zero *kernels.Tensor
+	sg, su                       *kernels.Tensor // the shared expert's g, u (L, Fs), or nil
 	hostRL, probs                []float32
 	route                        []routed          // per token: its experts and weights
 	byExpert                     [][]int           // per expert: the rows routed to it
@@ -520,8 +571,13 @@ func newActs(b kernels.Backend, c *Config, L int, rope, ropeLocal *kernels.RoPE)
 		s.lqkv, s.lz, s.lb, s.la, s.lc, s.lo = b.New(L, C), b.New(L, nv*dv), b.New(L, nv), b.New(L, nv), b.New(L, C), b.New(L, nv*dv)
 	}
 	if E, Fe := c.NumExperts, c.MoEIntermediate; E > 0 {
-		s.rl, s.xe, s.ge, s.ue, s.oe, s.mo, s.zero = b.New(L, E), b.New(L, D), b.New(L, Fe), b.New(L, Fe), b.New(L, D), b.New(L, D), b.New(L, D)
-		s.hostRL, s.probs, s.egu = make([]float32, L*E), make([]float32, E), make([]*kernels.Tensor, 2)
+		W := E
+		if Fs := c.SharedExpertIntermediate; Fs > 0 {
+			W++ // the shared expert's gate
+			s.sg, s.su = b.New(L, Fs), b.New(L, Fs)
+		}
+		s.rl, s.xe, s.ge, s.ue, s.oe, s.mo, s.zero = b.New(L, W), b.New(L, D), b.New(L, Fe), b.New(L, Fe), b.New(L, D), b.New(L, D), b.New(L, D)
+		s.hostRL, s.probs, s.egu = make([]float32, L*W), make([]float32, E), make([]*kernels.Tensor, 2)
 		s.route = make([]routed, L)
 		for i := range s.route {
 			s.route[i] = routed{ids: make([]int, c.ExpertsPerToken), w: make([]float32, c.ExpertsPerToken)}
@@ -544,7 +600,7 @@ func actsBytes(c *Config, L int) int64 {
 		n += int64(L * (2*C + 2*c.LinearValueHeads*c.LinearValueDim + 2*c.LinearValueHeads))
 	}
 	if E, Fe := c.NumExperts, c.MoEIntermediate; E > 0 {
-		n += int64(L * (E + 5*D + 2*Fe))
+		n += int64(L * (E + 5*D + 2*Fe + 1 + 2*c.SharedExpertIntermediate))
 	}
 	return 4 * n
 }
@@ -562,6 +618,9 @@ func (s *acts) rows(L int) *acts {
 	if v.rl != nil {
 		for _, t := range []**kernels.Tensor{&v.rl, &v.xe, &v.ge, &v.ue, &v.oe, &v.mo, &v.zero} {
 			*t = (*t).Rows(0, L)
+		}
+		if v.sg != nil {
+			v.sg, v.su = v.sg.Rows(0, L), v.su.Rows(0, L)
 		}
 	}
 	if v.gate != nil {
@@ -702,12 +761,13 @@ func (m *llama) linearAttn(b kernels.Backend, s *acts, c *cache, l *layer, i int
 // at the step's next Sync or Download, where the backend reports it.
 func (m *llama) moe(b kernels.Backend, s *acts, l *layer) *kernels.Tensor {
 	E, k, L := m.cfg.NumExperts, m.cfg.ExpertsPerToken, s.L
-	b.MatMul(s.rl, s.h, l.router) // (L, E)
+	W := l.router.Shape[0]        // E, or E+1 with the shared expert's gate (as s.rl)
+	b.MatMul(s.rl, s.h, l.router) // (L, W)
 	if l.routerB != nil {
 		b.Add(s.rl, s.rl, l.routerB)
 	}
 	b.CopyRows(s.mo, s.zero, 0)
-	if err := b.Download(s.hostRL[:L*E], s.rl); err != nil {
+	if err := b.Download(s.hostRL[:L*W], s.rl); err != nil {
 		return s.mo
 	}
 	for e := range s.byExpert {
@@ -716,9 +776,9 @@ func (m *llama) moe(b kernels.Backend, s *acts, l *layer) *kernels.Tensor {
 	for t := range L {
 		r := &s.route[t]
 		if m.arch.gptOss {
-			routeTopK(r, s.hostRL[t*E:(t+1)*E], k)
+			routeTopK(r, s.hostRL[t*W:t*W+E], k)
 		} else {
-			route(r, s.probs, s.hostRL[t*E:(t+1)*E], k, m.cfg.NormTopKProb)
+			route(r, s.probs, s.hostRL[t*W:t*W+E], k, m.cfg.NormTopKProb || m.arch.qwen35)
 		}
 		for _, e := range r.ids {
 			s.byExpert[e] = append(s.byExpert[e], t)
@@ -765,6 +825,20 @@ func (m *llama) moe(b kernels.Backend, s *acts, l *layer) *kernels.Tensor {
 		}
 		for j, t := range rows {
 			b.AddScaled(s.mo.Rows(t, t+1), o.Rows(j, j+1), s.route[t].weight(e))
+		}
+	}
+	if sh := l.shared; sh != nil { // every token's, × σ(its gate logit, column E)
+		s.egu[0], s.egu[1] = s.sg, s.su
+		b.MatMuls(s.egu, s.h, sh.gu) // (L, Fs)
+		b.GLU(s.sg, s.sg, s.su, m.act)
+		b.MatMul(s.oe, s.sg, sh.down) // (L, D)
+		for t := range L {
+			w := float32(1 / (1 + math.Exp(-float64(s.hostRL[t*W+E]))))
+			if L == 1 {
+				b.AddScaled(s.mo, s.oe, w)
+			} else {
+				b.AddScaled(s.mo.Rows(t, t+1), s.oe.Rows(t, t+1), w)
+			}
 		}
 	}
 	return s.mo

@@ -10,12 +10,19 @@ import (
 	"testing"
 )
 
-// TestQwen35PrefillDecode runs the qwen3_5 reference as transformers did for
+// TestQwen35PrefillDecode runs the qwen3_5 and qwen3_5_moe references as
+// transformers did for
 // logits_prefill_decode.f32: a 12-token prefill, then 12 decode steps carrying
 // the linear-attention layers' convolution and recurrent state; every step's
 // logits within 1e-4.
 func TestQwen35PrefillDecode(t *testing.T) {
-	dir, ref := readRef(t, "qwen3_5")
+	for _, name := range []string{"qwen3_5", "qwen3_5_moe"} {
+		t.Run(name, func(t *testing.T) { testPrefillDecode(t, name) })
+	}
+}
+
+func testPrefillDecode(t *testing.T, name string) {
+	dir, ref := readRef(t, name)
 	b, err := os.ReadFile(filepath.Join(dir, "logits_prefill_decode.f32"))
 	if err != nil {
 		t.Fatal(err)

@@ -91,7 +91,7 @@ func maxAbs(a, b []float32) float64 {
 
 // shortCases are the random-model folders with full logits; tol is the max-abs
 // bound on logits (f32 compute throughout; bf16/f16 weights are widened exactly).
-var shortCases = []string{"llama2", "llama3", "llama3-bf16", "llama3-f16", "mistral", "qwen2", "qwen2-bf16", "qwen2-f16", "qwen3", "gemma", "gemma2", "gemma2-swa", "gemma3", "phi3", "qwen3_moe", "qwen3_moe-mixed", "gpt_oss", "qwen3_5"}
+var shortCases = []string{"llama2", "llama3", "llama3-bf16", "llama3-f16", "mistral", "qwen2", "qwen2-bf16", "qwen2-f16", "qwen3", "gemma", "gemma2", "gemma2-swa", "gemma3", "phi3", "qwen3_moe", "qwen3_moe-mixed", "gpt_oss", "qwen3_5", "qwen3_5_moe"}
 
 const logitTol = 1e-4
 
