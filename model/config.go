@@ -127,7 +127,9 @@ func (p *RopeParams) UnmarshalJSON(b []byte) error {
 // conditionalGeneration maps a multimodal checkpoint's architecture to the
 // language model's, whose settings its text_config holds.
 var conditionalGeneration = map[string]string{
-	"Gemma3ForConditionalGeneration": "Gemma3ForCausalLM",
+	"Gemma3ForConditionalGeneration":     "Gemma3ForCausalLM",
+	"Qwen3_5ForConditionalGeneration":    "Qwen3_5ForCausalLM",
+	"Qwen3_5MoeForConditionalGeneration": "Qwen3_5MoeForCausalLM",
 }
 
 // loadConfig reads and validates dir/config.json.

@@ -237,7 +237,7 @@ func (m *llama) loadRouter(ly *layer, l *loader, p string) error {
 		return err
 	}
 	if g.DType != r.DType || g.GroupSize != r.GroupSize {
-		return fmt.Errorf("model: tensor %q is %s, %q %s: want them alike", l.prefix+p+"mlp.gate.weight", r.DType, l.prefix+p+"mlp.shared_expert_gate.weight", g.DType)
+		return fmt.Errorf("model: tensor %q is %s, %q %s: want them alike", l.full(p+"mlp.gate.weight"), r.DType, l.full(p+"mlp.shared_expert_gate.weight"), g.DType)
 	}
 	if ly.router, err = l.upload(p+"mlp.gate.weight", concatRows(r, g)); err != nil {
 		return err
@@ -331,7 +331,7 @@ func (m *llama) loadGptOssExperts(ly *layer, l *loader, p string) error {
 	host := func(name string, shape ...int) ([]float32, error) {
 		st, ok := l.get(p + name)
 		if !ok {
-			return nil, fmt.Errorf("model: missing tensor %q", l.prefix+p+name)
+			return nil, fmt.Errorf("model: missing tensor %q", l.full(p+name))
 		}
 		if !slices.Equal(st.Shape, shape) {
 			return nil, fmt.Errorf("model: tensor %q has shape %v, config.json implies %v", st.Name, st.Shape, shape)
@@ -470,7 +470,7 @@ func (m *llama) loadLinearAttn(ly *layer, l *loader, p string) error {
 	if l.synth != nil {
 		conv = l.synth.vector(q+"conv1d.weight", C*K)
 	} else if st, ok := l.get(q + "conv1d.weight"); !ok {
-		return fmt.Errorf("model: missing tensor %q", l.prefix+q+"conv1d.weight")
+		return fmt.Errorf("model: missing tensor %q", l.full(q+"conv1d.weight"))
 	} else if !isMatrix(st.Shape, C, K) {
 		return fmt.Errorf("model: tensor %q has shape %v, config.json implies [%d 1 %d]", st.Name, st.Shape, C, K)
 	} else if conv, err = toF32(st); err != nil {

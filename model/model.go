@@ -108,6 +108,9 @@ func Load(ctx context.Context, dir string, o Options) (*Model, error) {
 	if !l.has("model.embed_tokens.weight") && l.has("language_model.model.embed_tokens.weight") {
 		l.prefix = "language_model."
 	}
+	if !l.has("model.embed_tokens.weight") && l.has("model.language_model.embed_tokens.weight") {
+		l.inner = "language_model."
+	}
 	m, err := build(cfg, eos, l, o)
 	if err != nil {
 		files.Close()

@@ -3,10 +3,12 @@ package model
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -83,5 +85,61 @@ func TestQwen35Rewind(t *testing.T) {
 	}
 	if n := len(s.Cached()); n != 15 {
 		t.Errorf("%d tokens cached, want 15", n)
+	}
+}
+
+// TestQwen35Checkpoint loads the qwen3_5 reference laid out as the Hub's
+// Qwen3_5ForConditionalGeneration: the text settings nested in text_config
+// (with a multimodal rope's mrope_section, which text input does not use),
+// the weights under model.language_model., vision and multi-token-prediction
+// weights beside them. The logits must equal the plain folder's.
+func TestQwen35Checkpoint(t *testing.T) {
+	src, ref := readRef(t, "qwen3_5")
+	b, err := os.ReadFile(filepath.Join(src, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text map[string]any
+	if err := json.Unmarshal(b, &text); err != nil {
+		t.Fatal(err)
+	}
+	delete(text, "architectures")
+	text["rope_parameters"].(map[string]any)["mrope_section"] = []int{11, 11, 10}
+	outer := map[string]any{"architectures": []string{"Qwen3_5ForConditionalGeneration"}, "model_type": "qwen3_5",
+		"text_config": text, "vision_config": map[string]any{"depth": 2}, "tie_word_embeddings": text["tie_word_embeddings"]}
+	dir := t.TempDir()
+	cb, _ := json.Marshal(outer)
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), cb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w, err := openWeights(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	ts := map[string]*stTensor{
+		"model.visual.blocks.0.norm1.weight": {DType: "F32", Shape: []int{2}, Data: make([]byte, 8)},
+		"mtp.fc.weight":                      {DType: "F32", Shape: []int{2}, Data: make([]byte, 8)},
+	}
+	for name, st := range w.tensors {
+		if rest, ok := strings.CutPrefix(name, "model."); ok {
+			name = "model.language_model." + rest
+		}
+		ts[name] = st
+	}
+	writeSafetensors(t, filepath.Join(dir, "model.safetensors"), ts)
+	run := func(dir string) []float32 {
+		s := open(t, dir, Options{Threads: 1}, SessionOptions{})
+		if a := s.m.Config.Arch(); a != "Qwen3_5ForCausalLM" {
+			t.Fatalf("architecture %s", a)
+		}
+		l, err := s.Forward(context.Background(), ref.InputIDs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Clone(l)
+	}
+	if a, b := run(src), run(dir); !slices.Equal(a, b) {
+		t.Errorf("the checkpoint layout changes the logits by up to %g", maxAbs(a, b))
 	}
 }

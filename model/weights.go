@@ -110,16 +110,26 @@ type loader struct {
 	b      kernels.Backend
 	quant  *quantConfig
 	prefix string       // "" or e.g. "language_model." (sanitized checkpoints)
+	inner  string       // "" or "language_model.", after "model." (Qwen3.5's multimodal checkpoints)
 	toQ    *quantConfig // quantize float matrices on load (Options.Quant); nil: keep them
 	synth  *synthetic   // make random weights instead of reading files (benchmarks)
 	used   map[string]bool
 	bytes  int64 // weight bytes uploaded
 }
 
+// full is the stored name of tensor name: with the checkpoint's prefix, or
+// model.X as model.<inner>X.
+func (l *loader) full(name string) string {
+	if l.inner != "" && strings.HasPrefix(name, "model.") {
+		return "model." + l.inner + name[len("model."):]
+	}
+	return l.prefix + name
+}
+
 func (l *loader) get(name string) (*stTensor, bool) {
-	t, ok := l.files.tensors[l.prefix+name]
+	t, ok := l.files.tensors[l.full(name)]
 	if ok {
-		l.used[l.prefix+name] = true
+		l.used[l.full(name)] = true
 	}
 	return t, ok
 }
@@ -128,7 +138,7 @@ func (l *loader) has(name string) bool {
 	if l.synth != nil {
 		return l.synth.has(name)
 	}
-	_, ok := l.files.tensors[l.prefix+name]
+	_, ok := l.files.tensors[l.full(name)]
 	return ok
 }
 
@@ -162,7 +172,7 @@ func (l *loader) hostMatrix(module string, rows, cols int) (*kernels.Tensor, err
 	name := module + ".weight"
 	st, ok := l.get(name)
 	if !ok {
-		return nil, fmt.Errorf("model: missing tensor %q", l.prefix+name)
+		return nil, fmt.Errorf("model: missing tensor %q", l.full(name))
 	}
 	if st.DType == "U32" {
 		return l.quantized(module, st, rows, cols)
@@ -252,7 +262,7 @@ func (l *loader) quantized(module string, st *stTensor, rows, cols int) (*kernel
 	for i, part := range []string{"scales", "biases"} {
 		ps, ok := l.get(module + "." + part)
 		if !ok {
-			return nil, fmt.Errorf("model: missing tensor %q", l.prefix+module+"."+part)
+			return nil, fmt.Errorf("model: missing tensor %q", l.full(module+"."+part))
 		}
 		if !isMatrix(ps.Shape, rows, groups) {
 			return nil, fmt.Errorf("model: tensor %q has shape %v, want [%d %d]", ps.Name, ps.Shape, rows, groups)
@@ -274,7 +284,7 @@ func (l *loader) hostVector(name string, n int) ([]float32, error) {
 	}
 	st, ok := l.get(name)
 	if !ok {
-		return nil, fmt.Errorf("model: missing tensor %q", l.prefix+name)
+		return nil, fmt.Errorf("model: missing tensor %q", l.full(name))
 	}
 	if len(st.Shape) != 1 || st.Shape[0] != n {
 		return nil, fmt.Errorf("model: tensor %q has shape %v, config.json implies [%d]", st.Name, st.Shape, n)
@@ -290,7 +300,7 @@ func (l *loader) vector(name string, n int, plusOne bool) (*kernels.Tensor, erro
 	}
 	st, ok := l.get(name)
 	if !ok {
-		return nil, fmt.Errorf("model: missing tensor %q", l.prefix+name)
+		return nil, fmt.Errorf("model: missing tensor %q", l.full(name))
 	}
 	if len(st.Shape) != 1 || st.Shape[0] != n {
 		return nil, fmt.Errorf("model: tensor %q has shape %v, config.json implies [%d]", st.Name, st.Shape, n)
