@@ -3,6 +3,7 @@ package gguf
 import (
 	"errors"
 	"fmt"
+	"github.com/ingot-llm/ingot/internal/mmap"
 	"regexp"
 	"strconv"
 )
@@ -31,7 +32,7 @@ func Open(path string) (*File, error) {
 	}
 	var f *File
 	for i, p := range parts {
-		b, err := mapFile(p)
+		b, err := mmap.Map(p)
 		if err != nil {
 			if f != nil {
 				f.Close()
@@ -40,7 +41,7 @@ func Open(path string) (*File, error) {
 		}
 		part, err := parse(b, i)
 		if err != nil {
-			unmapFile(b)
+			mmap.Unmap(b)
 			if f != nil {
 				f.Close()
 			}
@@ -48,9 +49,9 @@ func Open(path string) (*File, error) {
 		}
 		if f == nil {
 			f = part
-			f.unmap = unmapFile
+			f.unmap = mmap.Unmap
 		} else if err := f.merge(part, i, p); err != nil {
-			unmapFile(b)
+			mmap.Unmap(b)
 			f.Close()
 			return nil, err
 		}

@@ -2,6 +2,7 @@ package model
 
 import (
 	"bytes"
+	"github.com/ingot-llm/ingot/internal/mmap"
 	"os"
 	"path/filepath"
 	"testing"
@@ -20,7 +21,7 @@ func TestRelease(t *testing.T) {
 	if err := os.WriteFile(path, want, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	m, err := mapFile(path)
+	m, err := mmap.Map(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"github.com/ingot-llm/ingot/internal/mmap"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -177,7 +178,7 @@ func openWeights(dir string) (*weightFiles, error) {
 	w := &weightFiles{tensors: map[string]*stTensor{}}
 	for _, f := range files {
 		path := filepath.Join(dir, f)
-		b, err := mapFile(path)
+		b, err := mmap.Map(path)
 		if err != nil {
 			w.Close()
 			return nil, fmt.Errorf("model: %w", err)
@@ -245,7 +246,7 @@ func (w *weightFiles) release(b []byte) {
 	for _, m := range w.maps {
 		if len(m) > 0 {
 			if q := uintptr(unsafe.Pointer(unsafe.SliceData(m))); p >= q && p+uintptr(len(b)) <= q+uintptr(len(m)) {
-				releasePages(b)
+				mmap.Release(b)
 				return
 			}
 		}
@@ -263,7 +264,7 @@ func (w *weightFiles) Close() error {
 	}
 	w.unmaps = nil
 	for _, b := range w.maps {
-		if err := unmapFile(b); err != nil && first == nil {
+		if err := mmap.Unmap(b); err != nil && first == nil {
 			first = err
 		}
 	}

@@ -1,6 +1,8 @@
 //go:build unix
 
-package model
+// Package mmap maps files read-only for the weight loaders (model's
+// safetensors, gguf): mmap where the system has it, a plain read elsewhere.
+package mmap
 
 import (
 	"fmt"
@@ -10,8 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// mapFile maps path read-only. An empty file maps to an empty slice.
-func mapFile(path string) ([]byte, error) {
+// Map maps path read-only. An empty file maps to an empty slice.
+func Map(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -34,16 +36,17 @@ func mapFile(path string) ([]byte, error) {
 	return b, nil
 }
 
-func unmapFile(b []byte) error {
+// Unmap releases a mapping Map returned.
+func Unmap(b []byte) error {
 	if len(b) == 0 {
 		return nil
 	}
 	return unix.Munmap(b)
 }
 
-// releasePages drops the whole pages inside b, part of a read-only file
-// mapping, from the process's memory.
-func releasePages(b []byte) {
+// Release drops the whole pages inside b, part of a read-only file mapping,
+// from the process's memory.
+func Release(b []byte) {
 	pg := uintptr(os.Getpagesize())
 	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	lo := int((pg - p%pg) % pg)
