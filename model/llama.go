@@ -760,7 +760,7 @@ func (m *llama) linearAttn(b kernels.Backend, s *acts, c *cache, l *layer, i int
 // host (one wait for the router logits a layer); a device error there shows
 // at the step's next Sync or Download, where the backend reports it.
 func (m *llama) moe(b kernels.Backend, s *acts, l *layer) *kernels.Tensor {
-	E, k, L := m.cfg.NumExperts, m.cfg.ExpertsPerToken, s.L
+	E, L := m.cfg.NumExperts, s.L
 	W := l.router.Shape[0]        // E, or E+1 with the shared expert's gate (as s.rl)
 	b.MatMul(s.rl, s.h, l.router) // (L, W)
 	if l.routerB != nil {
@@ -776,9 +776,9 @@ func (m *llama) moe(b kernels.Backend, s *acts, l *layer) *kernels.Tensor {
 	for t := range L {
 		r := &s.route[t]
 		if m.arch.gptOss {
-			routeTopK(r, s.hostRL[t*W:t*W+E], k)
+			routeTopK(r, s.hostRL[t*W:t*W+E])
 		} else {
-			route(r, s.probs, s.hostRL[t*W:t*W+E], k, m.cfg.NormTopKProb || m.arch.qwen35)
+			route(r, s.probs, s.hostRL[t*W:t*W+E], m.cfg.NormTopKProb || m.arch.qwen35)
 		}
 		for _, e := range r.ids {
 			s.byExpert[e] = append(s.byExpert[e], t)
@@ -844,39 +844,62 @@ func (m *llama) moe(b kernels.Backend, s *acts, l *layer) *kernels.Tensor {
 	return s.mo
 }
 
-// route sets r to the k experts of largest softmax(logits) (float32, as
-// transformers takes it; ties to the lower id) and their weights; p is
-// scratch of len(logits).
-func route(r *routed, p, logits []float32, k int, renorm bool) {
-	mx := logits[0]
-	for _, v := range logits {
-		mx = max(mx, v)
+// route sets r to the len(r.ids) experts of largest softmax(logits) and
+// their probabilities, renormalized to sum 1 with renorm, as transformers'
+// Qwen3-MoE routes; p is scratch of len(logits).
+func route(r *routed, p, logits []float32, renorm bool) {
+	routeSoftmax(p, logits)
+	largest(r.ids, p)
+	for j, e := range r.ids {
+		r.w[j] = p[e]
 	}
+	if renorm {
+		scaleToOne(r.w)
+	}
+}
+
+// routeTopK sets r to the len(r.ids) experts of largest logits and the
+// softmax of those logits, as gpt-oss routes.
+func routeTopK(r *routed, logits []float32) {
+	largest(r.ids, logits)
+	for j, e := range r.ids {
+		r.w[j] = logits[e]
+	}
+	routeSoftmax(r.w, r.w)
+}
+
+// routeSoftmax sets dst to the softmax of router logits x (float32; dst may
+// be x).
+func routeSoftmax(dst, x []float32) {
+	mx := slices.Max(x)
+	for i, v := range x {
+		dst[i] = float32(math.Exp(float64(v - mx)))
+	}
+	scaleToOne(dst)
+}
+
+// scaleToOne divides x by its sum.
+func scaleToOne(x []float32) {
 	var sum float32
-	for i, v := range logits {
-		p[i] = float32(math.Exp(float64(v - mx)))
-		sum += p[i]
+	for _, v := range x {
+		sum += v
 	}
-	for i := range p {
-		p[i] /= sum
+	for i := range x {
+		x[i] /= sum
 	}
-	for j := range k {
+}
+
+// largest sets ids to the indices of the len(ids) largest values of v, the
+// largest first (ties: the lower index).
+func largest(ids []int, v []float32) {
+	for j := range ids {
 		best := -1
-		for i, v := range p {
-			if !slices.Contains(r.ids[:j], i) && (best < 0 || v > p[best]) {
+		for i, x := range v {
+			if !slices.Contains(ids[:j], i) && (best < 0 || x > v[best]) {
 				best = i
 			}
 		}
-		r.ids[j], r.w[j] = best, p[best]
-	}
-	if renorm {
-		var s float32
-		for _, w := range r.w {
-			s += w
-		}
-		for j := range r.w {
-			r.w[j] /= s
-		}
+		ids[j] = best
 	}
 }
 
@@ -898,29 +921,6 @@ func (m *llama) idleExpertBytes() int64 {
 		}
 	}
 	return idle
-}
-
-// routeTopK sets r to the k experts of largest logits (ties to the lower
-// id) and the softmax of those k logits (float32), as gpt-oss routes.
-func routeTopK(r *routed, logits []float32, k int) {
-	for j := range k {
-		best := -1
-		for i, v := range logits {
-			if !slices.Contains(r.ids[:j], i) && (best < 0 || v > logits[best]) {
-				best = i
-			}
-		}
-		r.ids[j] = best
-	}
-	mx := logits[r.ids[0]]
-	var sum float32
-	for j, e := range r.ids {
-		r.w[j] = float32(math.Exp(float64(logits[e] - mx)))
-		sum += r.w[j]
-	}
-	for j := range r.w {
-		r.w[j] /= sum
-	}
 }
 
 // weight is expert e's routing weight (e is one of r's experts).
