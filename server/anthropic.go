@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/ingot-llm/ingot/server/constrain"
@@ -33,20 +34,26 @@ type anthropicMessage struct {
 
 // blocksText reads content given as a string or a list of text blocks.
 func blocksText(field string, raw json.RawMessage) (string, error) {
+	return partsText(field, raw, "text")
+}
+
+// partsText reads content given as a string or a list of parts whose type
+// is one of types, concatenating their text.
+func partsText(field string, raw json.RawMessage, types ...string) (string, error) {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		return s, nil
 	}
-	var blocks []contentPart
-	if err := json.Unmarshal(raw, &blocks); err != nil {
-		return "", badRequest(field, "must be a string or a list of content blocks")
+	var parts []contentPart
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", badRequest(field, "must be a string or a list of content parts")
 	}
 	var b strings.Builder
-	for j, bl := range blocks {
-		if bl.Type != "text" {
-			return "", badRequest(fmt.Sprintf("%s[%d].type", field, j), "only text blocks are supported, got %q", bl.Type)
+	for j, pt := range parts {
+		if !slices.Contains(types, pt.Type) {
+			return "", badRequest(fmt.Sprintf("%s[%d].type", field, j), "only %s parts are supported, got %q", strings.Join(types, " and "), pt.Type)
 		}
-		b.WriteString(bl.Text)
+		b.WriteString(pt.Text)
 	}
 	return b.String(), nil
 }

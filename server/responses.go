@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/ingot-llm/ingot/tokenize"
@@ -80,7 +79,7 @@ func (req *responsesRequest) parse() ([]tokenize.Message, params, error) {
 			if role != "user" && role != "assistant" && role != "system" {
 				return nil, p, badRequest(field+".role", "must be user, assistant, system or developer, got %q", it.Role)
 			}
-			text, err := responsesText(field+".content", it.Content)
+			text, err := partsText(field+".content", it.Content, "input_text", "output_text", "text")
 			if err != nil {
 				return nil, p, err
 			}
@@ -90,27 +89,6 @@ func (req *responsesRequest) parse() ([]tokenize.Message, params, error) {
 	f := sampling{Temperature: req.Temperature, TopP: req.TopP}
 	p, err := f.parse()
 	return msgs, p, err
-}
-
-// responsesText reads a message's content: a string, or input_text and
-// output_text parts.
-func responsesText(field string, raw json.RawMessage) (string, error) {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s, nil
-	}
-	var parts []contentPart
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", badRequest(field, "must be a string or a list of content parts")
-	}
-	var b strings.Builder
-	for j, pt := range parts {
-		if pt.Type != "input_text" && pt.Type != "output_text" && pt.Type != "text" {
-			return "", badRequest(fmt.Sprintf("%s[%d].type", field, j), "only input_text and output_text parts are supported, got %q", pt.Type)
-		}
-		b.WriteString(pt.Text)
-	}
-	return b.String(), nil
 }
 
 // responseObject is a Responses API response.
