@@ -31,7 +31,8 @@ func newCache(b kernels.Backend, c *Config, maxSeq int, dt kernels.DType) *cache
 				kc.conv, kc.S = make([]*kernels.Tensor, c.NumLayers), make([]*kernels.Tensor, c.NumLayers)
 				kc.zeroConv, kc.zeroS = b.New(max(K-1, 1), C), b.New(c.LinearValueHeads*c.LinearKeyDim, c.LinearValueDim)
 			}
-			kc.conv[i], kc.S[i] = kc.zeroConv.Rows(0, K-1), b.New(c.LinearValueHeads*c.LinearKeyDim, c.LinearValueDim)
+			kc.S[i] = b.New(c.LinearValueHeads*c.LinearKeyDim, c.LinearValueDim)
+			kc.conv[i] = kc.zeroConv.Rows(0, 0) // K = 1: no rows to carry
 			if K > 1 {
 				kc.conv[i] = b.New(K-1, C)
 			}

@@ -1,11 +1,6 @@
 package model
 
 import (
-	"context"
-	"encoding/json"
-	"os"
-	"path/filepath"
-	"slices"
 	"testing"
 )
 
@@ -17,14 +12,7 @@ import (
 // are not the language model's. The logits must equal the plain folder's.
 func TestGemma3Checkpoint(t *testing.T) {
 	src, ref := readRef(t, "gemma3")
-	b, err := os.ReadFile(filepath.Join(src, "config.legacy.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var text map[string]any
-	if err := json.Unmarshal(b, &text); err != nil {
-		t.Fatal(err)
-	}
+	text := configMap(t, src, "config.legacy.json")
 	delete(text, "layer_types")
 	delete(text, "architectures")
 	text["sliding_window_pattern"] = 2 // 2 layers: sliding, full, as layer_types said
@@ -34,36 +22,13 @@ func TestGemma3Checkpoint(t *testing.T) {
 		"text_config": text, "vision_config": map[string]any{"model_type": "siglip_vision_model"},
 		"eos_token_id": text["eos_token_id"], "mm_tokens_per_image": 256,
 	}
-	dir := t.TempDir()
-	cb, _ := json.Marshal(outer)
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), cb, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	w, err := openWeights(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	ts := map[string]*stTensor{"vision_tower.vision_model.post_layernorm.weight": {DType: "F32", Shape: []int{2}, Data: make([]byte, 8)}}
-	for name, st := range w.tensors {
-		ts["language_model."+name] = st
-	}
-	writeSafetensors(t, filepath.Join(dir, "model.safetensors"), ts)
-
-	run := func(dir string) []float32 {
-		m := open(t, dir, Options{Threads: 1}, SessionOptions{})
-		if m.m.Config.Arch() != "Gemma3ForCausalLM" || len(m.m.Config.LayerTypes) != 2 || m.m.Config.LayerTypes[1] != "full_attention" {
-			t.Fatalf("config: %s, layer types %v", m.m.Config.Arch(), m.m.Config.LayerTypes)
+	dir := writeCheckpoint(t, src, outer, func(n string) string { return "language_model." + n },
+		map[string]*stTensor{"vision_tower.vision_model.post_layernorm.weight": tiny()})
+	sameLogits(t, src, dir, ref.InputIDs, func(c *Config) {
+		if c.Arch() != "Gemma3ForCausalLM" || len(c.LayerTypes) != 2 || c.LayerTypes[1] != "full_attention" {
+			t.Fatalf("config: %s, layer types %v", c.Arch(), c.LayerTypes)
 		}
-		l, err := m.Forward(context.Background(), ref.InputIDs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return slices.Clone(l)
-	}
-	if a, b := run(src), run(dir); !slices.Equal(a, b) {
-		t.Errorf("the checkpoint form changes the logits by up to %g", maxAbs(a, b))
-	}
+	})
 }
 
 // TestGemma3ConfigErrors: a conditional-generation config without its

@@ -3,7 +3,6 @@ package model
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -95,51 +94,20 @@ func TestQwen35Rewind(t *testing.T) {
 // weights beside them. The logits must equal the plain folder's.
 func TestQwen35Checkpoint(t *testing.T) {
 	src, ref := readRef(t, "qwen3_5")
-	b, err := os.ReadFile(filepath.Join(src, "config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var text map[string]any
-	if err := json.Unmarshal(b, &text); err != nil {
-		t.Fatal(err)
-	}
+	text := configMap(t, src, "config.json")
 	delete(text, "architectures")
 	text["rope_parameters"].(map[string]any)["mrope_section"] = []int{11, 11, 10}
 	outer := map[string]any{"architectures": []string{"Qwen3_5ForConditionalGeneration"}, "model_type": "qwen3_5",
 		"text_config": text, "vision_config": map[string]any{"depth": 2}, "tie_word_embeddings": text["tie_word_embeddings"]}
-	dir := t.TempDir()
-	cb, _ := json.Marshal(outer)
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), cb, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	w, err := openWeights(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	ts := map[string]*stTensor{
-		"model.visual.blocks.0.norm1.weight": {DType: "F32", Shape: []int{2}, Data: make([]byte, 8)},
-		"mtp.fc.weight":                      {DType: "F32", Shape: []int{2}, Data: make([]byte, 8)},
-	}
-	for name, st := range w.tensors {
-		if rest, ok := strings.CutPrefix(name, "model."); ok {
-			name = "model.language_model." + rest
+	dir := writeCheckpoint(t, src, outer, func(n string) string {
+		if rest, ok := strings.CutPrefix(n, "model."); ok {
+			return "model.language_model." + rest
 		}
-		ts[name] = st
-	}
-	writeSafetensors(t, filepath.Join(dir, "model.safetensors"), ts)
-	run := func(dir string) []float32 {
-		s := open(t, dir, Options{Threads: 1}, SessionOptions{})
-		if a := s.m.Config.Arch(); a != "Qwen3_5ForCausalLM" {
-			t.Fatalf("architecture %s", a)
+		return n
+	}, map[string]*stTensor{"model.visual.blocks.0.norm1.weight": tiny(), "mtp.fc.weight": tiny()})
+	sameLogits(t, src, dir, ref.InputIDs, func(c *Config) {
+		if c.Arch() != "Qwen3_5ForCausalLM" {
+			t.Fatalf("architecture %s", c.Arch())
 		}
-		l, err := s.Forward(context.Background(), ref.InputIDs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return slices.Clone(l)
-	}
-	if a, b := run(src), run(dir); !slices.Equal(a, b) {
-		t.Errorf("the checkpoint layout changes the logits by up to %g", maxAbs(a, b))
-	}
+	})
 }
