@@ -25,14 +25,18 @@ const (
 	mmBK   = 32
 )
 
+// Kernel names by weight dtype (_v8: dense, _v16: q4 and q8 only), made
+// once: a dispatch concatenates no string.
 var (
-	matvecNames [DTypeQ8 + 1]string
-	matmulNames [DTypeQ8 + 1]string
+	matvecNames, matvecV8Names, matvecV16Names [DTypeQ8 + 1]string
+	matmulNames                                [DTypeQ8 + 1]string
 )
 
 func init() {
 	for d := range matvecNames {
 		matvecNames[d] = "matvec_" + DType(d).String() + "_f32"
+		matvecV8Names[d] = matvecNames[d] + "_v8"
+		matvecV16Names[d] = matvecNames[d] + "_v16"
 		matmulNames[d] = "matmul_" + DType(d).String() + "_f32"
 	}
 }
@@ -96,9 +100,9 @@ func (m *Metal) MatMul(dst, x, w *Tensor) {
 		name := matvecNames[w.DType]
 		switch {
 		case !w.DType.Quantized() && K%8 == 0 && w.Off%16 == 0 && x.Off%16 == 0:
-			name += "_v8" // 16-byte loads, no tail
+			name = matvecV8Names[w.DType] // 16-byte loads, no tail
 		case (w.DType == DTypeQ4 || w.DType == DTypeQ8) && w.Off%2 == 0 && x.Off%16 == 0 && !m.noV16:
-			name += "_v16" // 16 codes a lane, masked in place against pre-scaled x
+			name = matvecV16Names[w.DType] // 16 codes a lane, masked in place against pre-scaled x
 		}
 		m.begin(name)
 		setArgs(m, a)

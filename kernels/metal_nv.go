@@ -39,9 +39,15 @@ func shapeOf(dev metal.Device) kernelShape {
 // them so; the loader widened them to f32), else f32. _xs: x staged in
 // threadgroup memory first (K ≤ 6144, see nvStageBytes). Prefill (L > 1) runs
 // matmul_<w>_f32 on every device. nvGeom holds the NVIDIA kernel's geometry.
-var matvecNVNames = [2][3]string{
-	{"matvec_q4_f32_nv_bf16sb", "matvec_q4_f32_nv_f16sb", "matvec_q4_f32_nv_f32sb"},
-	{"matvec_q8_f32_nv_bf16sb", "matvec_q8_f32_nv_f16sb", "matvec_q8_f32_nv_f32sb"},
+var matvecNVNames = [2][2][3]string{ // [staged x][q4, q8][pair type]
+	{
+		{"matvec_q4_f32_nv_bf16sb", "matvec_q4_f32_nv_f16sb", "matvec_q4_f32_nv_f32sb"},
+		{"matvec_q8_f32_nv_bf16sb", "matvec_q8_f32_nv_f16sb", "matvec_q8_f32_nv_f32sb"},
+	},
+	{
+		{"matvec_q4_f32_nv_bf16sb_xs", "matvec_q4_f32_nv_f16sb_xs", "matvec_q4_f32_nv_f32sb_xs"},
+		{"matvec_q8_f32_nv_bf16sb_xs", "matvec_q8_f32_nv_f16sb_xs", "matvec_q8_f32_nv_f32sb_xs"},
+	},
 }
 
 // nvStageBytes bounds the threadgroup memory of a _xs kernel's staged x:
@@ -262,12 +268,13 @@ func (m *Metal) matvecNV(dst []*Tensor, x *Tensor, w []*Tensor) bool {
 	if w0.DType == DTypeQ8 {
 		q = 1
 	}
-	name, xsBytes := matvecNVNames[q][kind], 4*(K+K/32*4)
+	xsBytes := 4 * (K + K/32*4)
 	stage := x.Off%16 == 0 && xsBytes <= nvStageBytes && !m.nvNoStage
+	xs := 0
 	if stage {
-		name += "_xs"
+		xs = 1
 	}
-	m.begin(name)
+	m.begin(matvecNVNames[xs][q][kind])
 	setArgs(m, a)
 	m.in(1, x)
 	for i := range 4 { // unused slots repeat the first matrix: bound, never read
