@@ -106,7 +106,10 @@ const nvRowsPerThread = 2 // MVNV_RT
 // Both are run-time arguments of one kernel: retuning them needs no new PTX
 // (TestMetalMatVecNVGeometry runs 1 … 32 lanes per row, 1 … 8 simdgroups).
 func nvGeom(dt DType, rows, K int) (laneShift, nsg int) {
-	if dt == DTypeQ4 && rows >= 8192 && K >= 4*2*2*32 {
+	// Columns an iteration at 2 lanes a row (lanes × loads in flight × codes
+	// a load): each of the 4 simdgroups gets an iteration at least.
+	const wideStep = 2 * 2 * 32
+	if dt == DTypeQ4 && rows >= 8192 && K >= 4*wideStep {
 		return 1, 4
 	}
 	laneShift = 2
