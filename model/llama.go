@@ -547,6 +547,9 @@ type acts struct {
 	route                        []routed          // per token: its experts and weights
 	byExpert                     [][]int           // per expert: the rows routed to it
 	egu                          []*kernels.Tensor // {g, u} of the expert running
+
+	lora *loraActs // the session's LoRA adapter and its scratch; nil: none
+	taps *tapState // the residual stream and final norm to copy out; nil: none
 }
 
 // routed is one token's k experts and their weights.
@@ -626,6 +629,9 @@ func (s *acts) rows(L int) *acts {
 	if v.gate != nil {
 		v.gate = v.gate.Rows(0, L)
 	}
+	if v.lora != nil {
+		v.lora = v.lora.rows(L)
+	}
 	if v.lqkv != nil {
 		for _, t := range []**kernels.Tensor{&v.lqkv, &v.lz, &v.lb, &v.la, &v.lc, &v.lo} {
 			*t = (*t).Rows(0, L)
@@ -679,6 +685,9 @@ func (m *llama) decoder(b kernels.Backend, s *acts, c *cache, pos int) {
 	cfg := m.cfg
 	eps := cfg.RMSNormEps
 	L := s.x.NumRows()
+	if s.taps != nil {
+		s.taps.take(b, 0, s.x) // the embedding
+	}
 	b.RMSNorm(s.h, s.x, m.layers[0].attnNorm, eps) // (L, D); later blocks' come with the residual add
 	c.len = max(c.len, pos+L)
 	for i := range m.layers {
@@ -691,6 +700,11 @@ func (m *llama) decoder(b kernels.Backend, s *acts, c *cache, pos int) {
 				qkv = s.qkvg // and the gate (L, H·Dh)
 			}
 			linears(b, qkv, s.h, l.qkv, l.qkvB) // q (L, H·Dh), k and v (L, Hkv·Dh)
+			if s.lora != nil {
+				s.lora.apply(b, i, slotQ, s.q, s.h)
+				s.lora.apply(b, i, slotK, s.k, s.h)
+				s.lora.apply(b, i, slotV, s.v, s.h)
+			}
 			if l.qNorm != nil {
 				b.RMSNorm(s.qh, s.qh, l.qNorm, eps) // per head (Dh)
 				b.RMSNorm(s.kh, s.kh, l.kNorm, eps)
@@ -705,6 +719,7 @@ func (m *llama) decoder(b kernels.Backend, s *acts, c *cache, pos int) {
 				b.GLU(s.att, s.gate, s.att, kernels.ActSigmoid) // σ(gate)·attention
 			}
 			linear(b, s.h, s.att, l.wo, l.bo) // (L, D)
+			s.lora.apply(b, i, slotO, s.h, s.att)
 		}
 		if l.postAttnNorm != nil {
 			b.RMSNorm(s.h, s.h, l.postAttnNorm, eps)
@@ -715,8 +730,13 @@ func (m *llama) decoder(b kernels.Backend, s *acts, c *cache, pos int) {
 			out = m.moe(b, s, l)
 		} else {
 			linears(b, s.gu, s.h, l.gu, l.guB) // g and u (L, F)
-			b.GLU(s.g, s.g, s.u, m.act)        // act(g)·u
-			linear(b, s.h, s.g, l.down, l.bd)  // (L, D)
+			if s.lora != nil {
+				s.lora.apply(b, i, slotGate, s.g, s.h)
+				s.lora.apply(b, i, slotUp, s.u, s.h)
+			}
+			b.GLU(s.g, s.g, s.u, m.act)       // act(g)·u
+			linear(b, s.h, s.g, l.down, l.bd) // (L, D)
+			s.lora.apply(b, i, slotDown, s.h, s.g)
 		}
 		if l.postMLPNorm != nil {
 			b.RMSNorm(out, out, l.postMLPNorm, eps)
@@ -730,6 +750,17 @@ func (m *llama) decoder(b kernels.Backend, s *acts, c *cache, pos int) {
 			b.Add(s.x, s.x, out)                    // residual
 			b.RMSNorm(s.last, s.lastX, m.norm, eps) // (1, D): only the last token needs logits
 		}
+		if s.taps != nil {
+			s.taps.take(b, i+1, s.x) // layer i's output
+		}
+	}
+	if s.taps != nil && s.taps.tapNorm() {
+		last := s.last
+		if s.taps.all {
+			b.RMSNorm(s.h, s.x, m.norm, eps) // every row's (L, D); s.h is free here
+			last = s.h
+		}
+		s.taps.take(b, len(m.layers)+1, last)
 	}
 	b.MatMul(s.logits, s.last, m.head) // (1, V)
 	if cfg.FinalSoftcap > 0 {

@@ -64,6 +64,9 @@ type Session struct {
 	busy   atomic.Bool
 	closed bool // guarded by m.mu
 
+	adapter            *Adapter  // nil: the base model (SetAdapter)
+	batchLoRA, oneLoRA *loraActs // the adapter's scratch, made by the first SetAdapter
+
 	topIDs  [kernels.MaxTopK]int32 // stepTopK's results
 	topVals [kernels.MaxTopK]float32
 	topCand []candidate
@@ -194,6 +197,9 @@ func (s *Session) forward(ctx context.Context, tokens []int32) ([]float32, error
 		if t < 0 || t >= V {
 			return nil, fmt.Errorf("model: token %d (at %d) is outside the vocabulary of %d", t, i, V)
 		}
+	}
+	if s.adapter != nil && s.adapter.closed.Load() {
+		return nil, errAdapterClosed
 	}
 	if s.cache.stale { // a linear-attention state cut back: run the kept tokens again
 		if err := s.lock(); err != nil {
