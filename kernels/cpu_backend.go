@@ -77,6 +77,14 @@ func (c *CPU) NewF16(shape ...int) *Tensor {
 // layout (see [cpu.Prepare]): those move there in one copy, and the tensor
 // returned is a new one that no longer views t's memory.
 func (c *CPU) Upload(t *Tensor) (*Tensor, error) {
+	if t.DType == DTypeMXFP4 { // its own kernels: see cpu.MXFP4
+		n, k, err := checkWeight(t)
+		if err != nil {
+			return nil, err
+		}
+		t.Buf, err = cpu.NewMXFP4(t.Data, n, k)
+		return t, err
+	}
 	w, err := hostWeight(t)
 	if err != nil {
 		return nil, err
@@ -117,6 +125,9 @@ func checkWeight(t *Tensor) (n, k int, err error) {
 	}
 	if want := n * t.DType.RowBytes(k); len(t.Data) != want {
 		return 0, 0, fmt.Errorf("kernels: upload: %s%v tensor has %d bytes, want %d", t.DType, t.Shape, len(t.Data), want)
+	}
+	if t.DType == DTypeMXFP4 && k%32 != 0 {
+		return 0, 0, fmt.Errorf("kernels: upload: %s%v: %d columns are not whole 32-element blocks", t.DType, t.Shape, k)
 	}
 	if !t.DType.Quantized() {
 		return n, k, nil
@@ -209,6 +220,13 @@ func (c *CPU) RMSNorm(dst, x, w *Tensor, eps float32) {
 func (c *CPU) MatMul(dst, x, w *Tensor) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if mx, ok := w.Buf.(*cpu.MXFP4); ok {
+		L := x.NumRows()
+		mustShape("MatMul", "x", x, L, mx.K)
+		mustShape("MatMul", "dst", dst, L, mx.N)
+		c.pool.MatMulMXFP4(dst.F32(), x.F32(), L, mx)
+		return
+	}
 	wt := weightOf("MatMul", w)
 	L := x.NumRows()
 	mustShape("MatMul", "x", x, L, wt.K)
@@ -219,6 +237,12 @@ func (c *CPU) MatMul(dst, x, w *Tensor) {
 // MatMuls computes dst[i] = x · w[i]ᵀ for up to four weights: in a decode
 // step, one mat-vec over the rows of them all (see [cpu.Pool.MatMuls]).
 func (c *CPU) MatMuls(dst []*Tensor, x *Tensor, w []*Tensor) {
+	if len(dst) == len(w) && len(w) > 0 && w[0].DType == DTypeMXFP4 { // no fused form: a MatMul each
+		for i := range w {
+			c.MatMul(dst[i], x, w[i])
+		}
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(dst) != len(w) || len(w) > len(c.mmw) {

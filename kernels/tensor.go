@@ -22,9 +22,16 @@ const (
 	DTypeQ5
 	DTypeQ6
 	DTypeQ8
+	// DTypeMXFP4 is OCP Microscaling FP4 (gpt-oss's expert weights): each
+	// block of 32 consecutive input elements is 17 bytes, its E8M0 scale byte
+	// e and then 16 bytes of E2M1 codes, element 2j in the low nibble of
+	// byte j and 2j+1 in the high (the byte order of Hugging Face's _blocks
+	// and MLX's uint32 words alike); w = fp4(code)·2^(e−127) (see
+	// cpu.MXFP4). No Scales or Biases: a row is its blocks.
+	DTypeMXFP4
 )
 
-var dtypeNames = [...]string{"f32", "f16", "bf16", "q2", "q3", "q4", "q5", "q6", "q8"}
+var dtypeNames = [...]string{"f32", "f16", "bf16", "q2", "q3", "q4", "q5", "q6", "q8", "mxfp4"}
 
 // String returns the short name used in kernel names and flags ("f32", "q4", …).
 func (d DType) String() string {
@@ -37,6 +44,9 @@ func (d DType) String() string {
 // Quantized reports whether d is an affine-quantized type.
 func (d DType) Quantized() bool { return d >= DTypeQ2 && d <= DTypeQ8 }
 
+// Float reports whether d is f32, f16 or bf16.
+func (d DType) Float() bool { return d <= DTypeBF16 }
+
 // Bits returns the bits per element: 32, 16, or the quantization width.
 func (d DType) Bits() int {
 	switch d {
@@ -48,7 +58,7 @@ func (d DType) Bits() int {
 		return 2
 	case DTypeQ3:
 		return 3
-	case DTypeQ4:
+	case DTypeQ4, DTypeMXFP4:
 		return 4
 	case DTypeQ5:
 		return 5
@@ -79,16 +89,26 @@ func QuantDType(bits int) (DType, bool) {
 	return 0, false
 }
 
-// RowBytes returns the bytes one row of cols elements occupies. For quantized types
-// it is the packed codes only (cols·bits/8, a whole number of uint32 words).
-func (d DType) RowBytes(cols int) int { return cols * d.Bits() / 8 }
+// RowBytes returns the bytes one row of cols elements occupies. For affine
+// types it is the packed codes only (cols·bits/8, a whole number of uint32
+// words); for MXFP4 the blocks, scale bytes included (17 bytes per 32
+// elements: 4.25 bits a weight).
+func (d DType) RowBytes(cols int) int {
+	if d == DTypeMXFP4 {
+		return cols / 32 * 17
+	}
+	return cols * d.Bits() / 8
+}
 
 // elemAlign is the alignment in bytes that viewing or reading d's data as
 // elements needs: f32 values and the packed uint32 codes of affine types are
-// 4-byte words, f16 and bf16 2-byte halves.
+// 4-byte words, f16 and bf16 2-byte halves, MXFP4 blocks bytes.
 func elemAlign(d DType) int {
-	if d == DTypeF16 || d == DTypeBF16 {
+	switch d {
+	case DTypeF16, DTypeBF16:
 		return 2
+	case DTypeMXFP4:
+		return 1 // read as bytes: 17-byte blocks
 	}
 	return 4
 }

@@ -1,0 +1,124 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestMXFP4Dequant checks every code at scales across the E8M0 range against
+// values computed by hand: the E2M1 magnitudes 0, ½, 1, 1½, 2, 3, 4, 6 with
+// bit 3 the sign, times 2^(e−127), in float64 and then float32 (exact where
+// float32 holds them: subnormal 2⁻¹²⁸ at e = 0, +Inf past 2¹²⁸).
+func TestMXFP4Dequant(t *testing.T) {
+	mags := [8]float64{0, 0.5, 1, 1.5, 2, 3, 4, 6}
+	for _, e := range []int{0, 1, 2, 100, 126, 127, 128, 200, 252, 253, 254} {
+		// one block: codes 0…15, then 15…0
+		b := make([]byte, MXFP4BlockBytes)
+		b[0] = byte(e)
+		for j := range 16 {
+			lo, hi := (2*j)%16, (2*j+1)%16
+			if j >= 8 {
+				lo, hi = 15-(2*j)%16, 15-(2*j+1)%16
+			}
+			b[1+j] = byte(lo | hi<<4)
+		}
+		w, err := NewMXFP4(b, 1, MXFP4Block)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]float32, MXFP4Block)
+		w.Row(got, 0)
+		for k, g := range got {
+			c := k % 16
+			if k >= 16 {
+				c = 15 - k%16
+			}
+			v := math.Ldexp(mags[c&7], e-127)
+			if c&8 != 0 {
+				v = -v
+			}
+			want := float32(v) // exact or ±Inf: a power of two times ≤ 2 significant bits
+			if math.Float32bits(g) != math.Float32bits(want) {
+				t.Errorf("e=%d code %d (element %d): got %g (%#08x), want %g (%#08x)", e, c, k, g, math.Float32bits(g), want, math.Float32bits(want))
+			}
+		}
+	}
+	for _, tc := range []struct {
+		e    uint8
+		want float32
+	}{
+		{0, float32(math.Ldexp(1, -127))}, {1, float32(math.Ldexp(1, -126))}, {127, 1}, {128, 2},
+		{254, float32(math.Ldexp(1, 127))},
+	} {
+		if got := E8M0(tc.e); got != tc.want {
+			t.Errorf("E8M0(%d) = %g, want %g", tc.e, got, tc.want)
+		}
+	}
+	if got := E8M0(255); !math.IsNaN(float64(got)) {
+		t.Errorf("E8M0(255) = %g, want NaN", got)
+	}
+	if math.Float32bits(FP4[8]) != 1<<31 {
+		t.Errorf("FP4[8] = %g, want -0", FP4[8])
+	}
+}
+
+// randMXFP4 returns an (n, k) MXFP4 matrix of random codes with scale bytes
+// around 127 (weights of magnitude up to about 6·2⁴).
+func randMXFP4(n, k int, seed uint64) *MXFP4 {
+	r := rand.New(rand.NewPCG(seed, 1))
+	b := make([]byte, n*k/MXFP4Block*MXFP4BlockBytes)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+		if i%MXFP4BlockBytes == 0 {
+			b[i] = byte(120 + r.IntN(12))
+		}
+	}
+	w, err := NewMXFP4(b, n, k)
+	if err != nil {
+		panic(err)
+	}
+	return w
+}
+
+// TestMatMulMXFP4 checks MatMulMXFP4 against float64 dot products of the
+// dequantized rows, on the dot path (L < mxDeqMinL) and the dequantized
+// row-block path, at block edges and over a row block of the prefill path.
+func TestMatMulMXFP4(t *testing.T) {
+	p := NewPool(2)
+	defer p.Close()
+	defer func(c int) { cacheBlock = c }(cacheBlock)
+	cacheBlock = 4 << 10 // row blocks of a few rows: cross their edges
+	for _, tc := range []struct{ L, N, K int }{
+		{1, 1, 32}, {1, 7, 64}, {1, 33, 96}, {1, 130, 2880},
+		{2, 5, 32}, {3, 9, 160},
+		{4, 9, 32}, {7, 31, 64}, {17, 65, 288},
+	} {
+		t.Run(fmt.Sprintf("L=%d/N=%d/K=%d", tc.L, tc.N, tc.K), func(t *testing.T) {
+			w := randMXFP4(tc.N, tc.K, uint64(tc.N*tc.K))
+			r := rand.New(rand.NewPCG(uint64(tc.L), 2))
+			x := make([]float32, tc.L*tc.K)
+			for i := range x {
+				x[i] = float32(r.NormFloat64())
+			}
+			got := make([]float32, tc.L*tc.N)
+			p.MatMulMXFP4(got, x, tc.L, w)
+			row := make([]float32, tc.K)
+			for n := range tc.N {
+				w.Row(row, n)
+				for l := range tc.L {
+					var want, mag float64
+					for k, v := range row {
+						want += float64(v) * float64(x[l*tc.K+k])
+						mag += math.Abs(float64(v) * float64(x[l*tc.K+k]))
+					}
+					// float32 summation: within K·2⁻²⁴ of the magnitudes' sum
+					if d := math.Abs(float64(got[l*tc.N+n]) - want); d > float64(tc.K)*0x1p-24*mag+1e-30 {
+						t.Fatalf("row %d token %d: got %g, want %g (|Σ| %g)", n, l, got[l*tc.N+n], want, mag)
+					}
+				}
+			}
+		})
+	}
+}
