@@ -28,8 +28,8 @@ const (
 // Kernel names by weight dtype (_v8: dense, _v16: q4 and q8 only), made
 // once: a dispatch concatenates no string.
 var (
-	matvecNames, matvecV8Names, matvecV16Names [DTypeQ8 + 1]string
-	matmulNames                                [DTypeQ8 + 1]string
+	matvecNames, matvecV8Names, matvecV16Names [DTypeMXFP4 + 1]string
+	matmulNames                                [DTypeMXFP4 + 1]string
 )
 
 func init() {
@@ -99,7 +99,7 @@ func (m *Metal) MatMul(dst, x, w *Tensor) {
 		// (⌈N/8⌉, L) threadgroups of 2 simdgroups, 4 rows each.
 		name := matvecNames[w.DType]
 		switch {
-		case !w.DType.Quantized() && K%8 == 0 && w.Off%16 == 0 && x.Off%16 == 0:
+		case w.DType.Float() && K%8 == 0 && w.Off%16 == 0 && x.Off%16 == 0:
 			name = matvecV8Names[w.DType] // 16-byte loads, no tail
 		case (w.DType == DTypeQ4 || w.DType == DTypeQ8) && w.Off%2 == 0 && x.Off%16 == 0 && !m.noV16:
 			name = matvecV16Names[w.DType] // 16 codes a lane, masked in place against pre-scaled x
