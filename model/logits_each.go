@@ -3,6 +3,7 @@ package model
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/ingot-llm/ingot/kernels"
 )
@@ -21,8 +22,15 @@ func (s *Session) ForwardEach(ctx context.Context, tokens []int32, fn func(i int
 		return err
 	}
 	defer s.exit()
+	return s.forwardEach(ctx, tokens, fn)
+}
+
+func (s *Session) forwardEach(ctx context.Context, tokens []int32, fn func(i int, logits []float32) error) error {
 	if len(tokens) == 0 {
 		return errors.New("model: no tokens to run")
+	}
+	if err := s.replay(ctx); err != nil { // else forward's chunks would hold the kept tokens too
+		return err
 	}
 	for i := 0; i < len(tokens); {
 		n := min(len(tokens)-i, s.batch.L)
@@ -50,6 +58,26 @@ func (s *Session) ForwardEach(ctx context.Context, tokens []int32, fn func(i int
 		i += n
 	}
 	return nil
+}
+
+// replay runs the kept tokens again when a linear-attention state was cut
+// back (see cache.stale), as forward does before new tokens.
+func (s *Session) replay(ctx context.Context) error {
+	if !s.cache.stale {
+		return nil
+	}
+	if err := s.lock(); err != nil {
+		return err
+	}
+	s.cache.reset(s.b)
+	s.unlock()
+	kept := slices.Clone(s.tokens)
+	s.tokens = s.tokens[:0]
+	if len(kept) == 0 {
+		return nil
+	}
+	_, err := s.forward(ctx, kept)
+	return err
 }
 
 // headRow runs the final norm and the head on x, one row (1, D) of a
