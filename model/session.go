@@ -299,6 +299,8 @@ type Result struct {
 	PromptDuration time.Duration // prefill time
 	DecodeSteps    int           // decode forwards run (generated tokens after the first)
 	DecodeDuration time.Duration // time in decode forwards and sampling
+	Drafted        int           // GenerateSpeculative: tokens drafted
+	Accepted       int           // GenerateSpeculative: drafted tokens the model accepted
 }
 
 // PromptTokPerSec is the prefill throughput.
