@@ -82,7 +82,7 @@ func mustMatMul(op string, dst, x, w *Tensor) (L, N, K int) {
 // matrices, w dequantized into threadgroup memory and reused by 32 tokens).
 // Both handle any N and K (quantized K is a multiple of the group size). On
 // NVIDIA-shaped kernels, L = 1 runs matvec_<w>_f32_nv_<sb>sb where it applies
-// (see matvecNVNames).
+// (see matvecNVNames), and L > 1 matmul_<w>_f32_nv (see matmulNVName).
 func (m *Metal) MatMul(dst, x, w *Tensor) {
 	L, N, K := mustMatMul("MatMul", dst, x, w)
 	if L == 0 || N == 0 {
@@ -93,6 +93,10 @@ func (m *Metal) MatMul(dst, x, w *Tensor) {
 		if m.matvecNV(d1[:], x, w1[:]) {
 			return
 		}
+	}
+	if L > 1 && m.shape == shapeNVIDIA && m.matmulNV(dst, x, w, L, N, K) {
+		m.stats.WeightBytes += weightBytes(w, N)
+		return
 	}
 	a := matvecArgs{K: uint32(K), N: uint32(N), GroupSize: uint32(w.GroupSize), L: uint32(L)}
 	if L == 1 {

@@ -1,0 +1,154 @@
+package kernels
+
+import (
+	"fmt"
+	"testing"
+)
+
+type matmulNVCase struct {
+	dt         DType
+	L, N, K, G int
+}
+
+func (c matmulNVCase) String() string {
+	return fmt.Sprintf("w=%s/L=%d/N=%d/K=%d/G=%d", c.dt, c.L, c.N, c.K, c.G)
+}
+
+// matmulNVCases sit at matmul_nv's cutoffs: 64-token and 128-row tiles (L,
+// N at −1, exact, +1, inside the 64-row half a thread's rows split into, and
+// several tiles), 32-column steps (one, two, three; dense K = 40: a partial
+// last step), each weight type and group size, and one 4096-wide case per
+// weight type.
+func matmulNVCases() []matmulNVCase {
+	type weight struct {
+		dt DType
+		G  int
+	}
+	var cs []matmulNVCase
+	for _, w := range []weight{
+		{DTypeF32, 0}, {DTypeF16, 0}, {DTypeBF16, 0},
+		{DTypeQ4, 32}, {DTypeQ4, 64}, {DTypeQ4, 128},
+		{DTypeQ8, 32}, {DTypeQ8, 64}, {DTypeQ8, 128},
+	} {
+		Ks := []int{32, 64, 96, 40}
+		if w.G != 0 {
+			Ks = []int{w.G, 2 * w.G, 3 * w.G}
+		}
+		i := 0
+		for _, L := range []int{2, 63, 64, 65, 130} {
+			for _, N := range []int{1, 63, 64, 65, 127, 128, 129, 200} {
+				// Every K at the corner tiles (L 64, 65 and N 128, 129), one
+				// K in turn elsewhere.
+				corner := (L == 64 || L == 65) && (N == 128 || N == 129)
+				for j, K := range Ks {
+					if corner || j == i%len(Ks) {
+						cs = append(cs, matmulNVCase{w.dt, L, N, K, w.G})
+					}
+				}
+				i++
+			}
+		}
+		cs = append(cs, matmulNVCase{w.dt, 65, 65, 4096, w.G})
+	}
+	return cs
+}
+
+// TestMetalMatMulNV runs the NVIDIA-shaped prefill mat-mat against the CPU
+// reference (on the exact f32 values of the weight, dequantized as MLX does),
+// with y poisoned first, and checks that INGOT_NV_MATMUL=0 (nvMatMul false)
+// keeps the Apple-shaped tiles.
+func TestMetalMatMulNV(t *testing.T) {
+	m := testMetalNV(t)
+	var worstN, worstA float64
+	for _, tc := range matmulNVCases() {
+		t.Run(tc.String(), func(t *testing.T) {
+			var hw *Tensor
+			var wf []float32
+			if tc.dt.Quantized() {
+				hw = hostQuant(tc.dt, tc.N, tc.K, tc.G, uint64(tc.N*tc.K+tc.L))
+				wf = dequant(hw)
+			} else {
+				hw, wf = hostFloat(tc.dt, tc.N, tc.K, uint64(tc.N*tc.K+tc.L))
+			}
+			x := randn(tc.L*tc.K, uint64(tc.L))
+			want := make([]float32, tc.L*tc.N)
+			cpuRef(func(c *CPU) {
+				w, _ := c.Upload(FromF32(wf, tc.N, tc.K))
+				c.MatMul(FromF32(want, tc.L, tc.N), FromF32(x, tc.L, tc.K), w)
+			})
+			w, err := m.Upload(hw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			y := put(m, nan(tc.L*tc.N), tc.L, tc.N)
+			m.ResetStats()
+			m.MatMul(y, put(m, x, tc.L, tc.K), w)
+			if s := m.Stats(); s.Dispatches != 1 {
+				t.Errorf("%d dispatches, want 1", s.Dispatches)
+			}
+			tl := matmulTol
+			if tc.K > 512 {
+				tl.MaxAbs = 1e-3 // outputs O(√K) = 64: a few ulps of them
+			}
+			n, a := closeTo(t, get(t, m, y), want, tl)
+			worstN, worstA = max(worstN, n), max(worstA, a)
+		})
+	}
+	t.Logf("worst NMSE %.2g, max-abs %.2g", worstN, worstA)
+	for _, dt := range []DType{DTypeF32, DTypeF16, DTypeBF16, DTypeQ4, DTypeQ8} {
+		if name := "matmul_" + dt.String() + "_f32_nv"; m.pipes[name] == nil {
+			t.Errorf("%s never ran", name)
+		}
+	}
+}
+
+// TestMetalMatMulNVOff: with nvMatMul off (INGOT_NV_MATMUL=0), and where the
+// kernel does not apply (dense K not a multiple of its 16-byte pieces),
+// prefill on an NVIDIA-shaped backend runs matmul_<w>_f32 and matches the CPU
+// reference there.
+func TestMetalMatMulNVOff(t *testing.T) {
+	m := testMetalNV(t)
+	for _, c := range []struct {
+		dt   DType
+		K    int
+		off  bool
+		want string
+	}{
+		{DTypeQ4, 128, true, "matmul_q4_f32"},
+		{DTypeF32, 128, true, "matmul_f32_f32"},
+		{DTypeF32, 33, false, "matmul_f32_f32"},
+		{DTypeF16, 36, false, "matmul_f16_f32"},
+		{DTypeBF16, 36, false, "matmul_bf16_f32"},
+	} {
+		t.Run(fmt.Sprintf("w=%s/K=%d/off=%v", c.dt, c.K, c.off), func(t *testing.T) {
+			const L, N = 3, 17
+			var hw *Tensor
+			var wf []float32
+			if c.dt.Quantized() {
+				hw = hostQuant(c.dt, N, c.K, 64, 5)
+				wf = dequant(hw)
+			} else {
+				hw, wf = hostFloat(c.dt, N, c.K, 5)
+			}
+			w, err := m.Upload(hw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x := randn(L*c.K, 6)
+			want := make([]float32, L*N)
+			cpuRef(func(cb *CPU) {
+				wc, _ := cb.Upload(FromF32(wf, N, c.K))
+				cb.MatMul(FromF32(want, L, N), FromF32(x, L, c.K), wc)
+			})
+			y := m.New(L, N)
+			nvMatMul = !c.off
+			defer func() { nvMatMul = true }()
+			delete(m.pipes, c.want)
+			m.MatMul(y, put(m, x, L, c.K), w)
+			closeTo(t, get(t, m, y), want, matmulTol)
+			if m.pipes[c.want] == nil {
+				t.Errorf("%s did not run", c.want)
+			}
+		})
+	}
+}
