@@ -323,9 +323,12 @@ func (m *llama) loadExperts(ly *layer, l *loader, p string) error {
 // loadGptOssExperts loads gpt-oss's experts: mlp.experts.gate_up_proj
 // [E, D, 2Fe] input-major, gate and up interleaved (columns 2f and 2f+1),
 // gate_up_proj_bias [E, 2Fe], down_proj [E, Fe, D] input-major,
-// down_proj_bias [E, D] (float dtypes; the published MXFP4 form is not
-// supported yet), transposed to ingot's (out, in) rows at load.
+// down_proj_bias [E, D] (float dtypes), transposed to ingot's (out, in)
+// rows at load; or the published MXFP4 form and MLX's (see loadGptOssPacked).
 func (m *llama) loadGptOssExperts(ly *layer, l *loader, p string) error {
+	if gptOssPacked(l, p) {
+		return m.loadGptOssPacked(ly, l, p)
+	}
 	c := m.cfg
 	E, Fe, D := c.NumExperts, c.MoEIntermediate, c.HiddenSize
 	host := func(name string, shape ...int) ([]float32, error) {

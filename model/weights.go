@@ -17,6 +17,7 @@ import (
 // "not quantized".
 type quantConfig struct {
 	Bits, GroupSize int
+	Mode            string                  // "" or "affine" (MLX affine), or "mxfp4" (see checkQuantMode)
 	override        map[string]*quantConfig // nil entry: module left unquantized
 }
 
@@ -43,14 +44,14 @@ func parseQuant(c *Config) (*quantConfig, error) {
 		case "group_size":
 			err = json.Unmarshal(v, &q.GroupSize)
 		case "mode":
-			var mode string
-			if err = json.Unmarshal(v, &mode); err == nil && mode != "affine" {
-				return nil, fmt.Errorf("model: config.json: %s.mode %q is not supported (ingot loads MLX affine quantization)", field, mode)
-			}
+			err = json.Unmarshal(v, &q.Mode)
 		case "quant_method":
 			var qm string
 			_ = json.Unmarshal(v, &qm)
-			return nil, fmt.Errorf("model: config.json: %s.quant_method %q is not supported (ingot loads MLX affine quantization)", field, qm)
+			if qm != "mxfp4" {
+				return nil, fmt.Errorf("model: config.json: %s.quant_method %q is not supported (ingot loads MLX affine quantization and mxfp4)", field, qm)
+			}
+			q.Mode, q.Bits, q.GroupSize = "mxfp4", 4, 32 // Hugging Face's gpt-oss: the experts' _blocks and _scales
 		default:
 			if string(v) == "false" {
 				q.override[k] = nil
@@ -58,9 +59,10 @@ func parseQuant(c *Config) (*quantConfig, error) {
 			}
 			var o quantConfig
 			if err = json.Unmarshal(v, &struct {
-				Bits      *int `json:"bits"`
-				GroupSize *int `json:"group_size"`
-			}{&o.Bits, &o.GroupSize}); err != nil || string(v) == "true" {
+				Bits      *int    `json:"bits"`
+				GroupSize *int    `json:"group_size"`
+				Mode      *string `json:"mode"`
+			}{&o.Bits, &o.GroupSize, &o.Mode}); err != nil || string(v) == "true" {
 				continue // other keys mlx-lm may add in future: not module overrides
 			}
 			q.override[k] = &o
@@ -68,6 +70,9 @@ func parseQuant(c *Config) (*quantConfig, error) {
 		if err != nil {
 			return nil, fmt.Errorf("model: config.json: %s.%s: %v", field, k, err)
 		}
+	}
+	if err := checkQuantMode(field, q); err != nil {
+		return nil, err
 	}
 	if _, ok := kernels.QuantDType(q.Bits); !ok {
 		return nil, fmt.Errorf("model: config.json: %s.bits (%d) must be 2, 3, 4, 5, 6 or 8", field, q.Bits)
@@ -84,6 +89,9 @@ func parseQuant(c *Config) (*quantConfig, error) {
 		}
 		if o.GroupSize == 0 {
 			o.GroupSize = q.GroupSize
+		}
+		if err := checkQuantMode(fmt.Sprintf("%s[%q]", field, k), o); err != nil {
+			return nil, err
 		}
 		if _, ok := kernels.QuantDType(o.Bits); !ok || (o.GroupSize != 32 && o.GroupSize != 64 && o.GroupSize != 128) {
 			return nil, fmt.Errorf("model: config.json: %s[%q]: bits %d / group_size %d not supported", field, k, o.Bits, o.GroupSize)
@@ -243,11 +251,15 @@ func isMatrix(shape []int, rows, cols int) bool {
 }
 
 // quantized loads an MLX affine module: weight U32 (rows, cols·bits/32), scales and
-// biases (rows, cols/group) in any float dtype, converted to f32.
+// biases (rows, cols/group) in any float dtype, converted to f32; or an MLX mxfp4 one
+// (see mxfp4Matrix).
 func (l *loader) quantized(module string, st *stTensor, rows, cols int) (*kernels.Tensor, error) {
 	q := l.quant.forModule(module)
 	if q == nil {
 		return nil, fmt.Errorf("model: tensor %q is U32 (quantized) but config.json has no quantization for %s", st.Name, module)
+	}
+	if q.Mode == "mxfp4" {
+		return l.mxfp4Matrix(module, st, rows, cols)
 	}
 	dt, _ := kernels.QuantDType(q.Bits)
 	if cols%q.GroupSize != 0 || cols*q.Bits%32 != 0 {
