@@ -199,9 +199,10 @@ func (m *Model) NewSession(o SessionOptions) (*Session, error) {
 }
 
 // Score returns Σ ln p(completion tokens | prompt) under the model, on a
-// fresh session: the prompt is encoded with the tokenizer's special tokens
-// (e.g. BOS), the completion without, as lm-evaluation-harness encodes a
-// context and its continuation.
+// fresh session sized to the text, from one batched prefill: the prompt is
+// encoded with the tokenizer's special tokens (e.g. BOS), the completion
+// without, as lm-evaluation-harness encodes a context and its continuation.
+// [Session.Score] gives the per-token values and reuses a session's cache.
 func (m *Model) Score(ctx context.Context, prompt, completion string) (float64, error) {
 	if m.tok == nil {
 		return 0, errors.New("ingot: the model directory has no tokenizer.json (score token ids with package model)")
@@ -210,23 +211,16 @@ func (m *Model) Score(ctx context.Context, prompt, completion string) (float64, 
 	if len(p) == 0 || len(c) == 0 {
 		return 0, fmt.Errorf("ingot: score: the prompt (%d tokens) and the completion (%d tokens) must not be empty", len(p), len(c))
 	}
-	s, err := m.m.NewSession(model.SessionOptions{Context: len(p) + len(c)})
+	s, err := m.m.NewSession(model.SessionOptions{Context: len(p) + len(c) - 1})
 	if err != nil {
 		return 0, err
 	}
 	defer s.Close()
-	logits, err := s.Forward(ctx, p)
-	var sum float64
-	for i, id := range c {
-		if err != nil {
-			return 0, err
-		}
-		sum += model.Logprob(logits, id)
-		if i+1 < len(c) {
-			logits, err = s.Forward(ctx, c[i:i+1])
-		}
+	sc, err := s.Score(ctx, p, c)
+	if err != nil {
+		return 0, err
 	}
-	return sum, nil
+	return sc.Logprob, nil
 }
 
 // Message is one turn of a conversation for [Session.Chat].
@@ -302,6 +296,8 @@ type Result struct {
 	DecodeDuration time.Duration
 	Stop           Stop   // why it ended; "" after an error other than cancellation
 	Text           string // the generated text, stop string excluded
+	Drafted        int    // speculative decoding (Session.Speculate): tokens drafted
+	Accepted       int    // speculative decoding: drafted tokens the model accepted
 }
 
 // PromptTokPerSec is the prefill throughput.
@@ -330,6 +326,7 @@ type Session struct {
 	m    *Model
 	s    *model.Session
 	last Result
+	spec *model.Speculation // nil: plain decoding (see Speculate)
 }
 
 // Close releases the session's cache and activations. Later calls return
@@ -400,10 +397,10 @@ func (s *Session) GenerateIDs(ctx context.Context, prompt []int32, sp Sampling) 
 		}
 		eos := s.m.m.EOS
 		n, quit := 0, false
-		r, err := s.s.Generate(ctx, prompt, sp.options(), func(t model.Token) bool {
+		r, err := s.generate(ctx, prompt, sp.options(), func(t model.Token) bool {
 			n++
 			isEOS := !sp.IgnoreEOS && slices.Contains(eos, t.ID)
-			last := isEOS || (sp.MaxTokens > 0 && n >= sp.MaxTokens) || len(s.s.Cached()) >= s.s.ContextSize()
+			last := isEOS || (sp.MaxTokens > 0 && n >= sp.MaxTokens) || len(prompt)+n-1 >= s.s.ContextSize()
 			tk := Token{ID: t.ID, Logprob: t.Logprob}
 			var stop bool
 			tk.Text, stop = out.next(t.ID, isEOS, last)
@@ -415,7 +412,7 @@ func (s *Session) GenerateIDs(ctx context.Context, prompt []int32, sp Sampling) 
 		})
 		s.last = Result{PromptTokens: r.PromptTokens, PromptEval: r.PromptEval, GenTokens: len(r.Tokens),
 			PromptDuration: r.PromptDuration, DecodeSteps: r.DecodeSteps, DecodeDuration: r.DecodeDuration,
-			Stop: r.Stop, Text: out.text.String()[:out.sent]}
+			Stop: r.Stop, Text: out.text.String()[:out.sent], Drafted: r.Drafted, Accepted: r.Accepted}
 		if err != nil && !quit {
 			yield(Token{}, err)
 		}

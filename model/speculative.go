@@ -162,6 +162,10 @@ func (s *Session) GenerateSpeculative(ctx context.Context, prompt []int32, o Gen
 	}
 }
 
+// Validate reports what makes sp unusable with the model's session s: a
+// draft of another vocabulary, s as its own draft, a negative count.
+func (sp Speculation) Validate(s *Session) error { return sp.fill(s) }
+
 // fill applies sp's defaults and checks it against the model's session s.
 func (sp *Speculation) fill(s *Session) error {
 	if sp.Tokens < 0 {
