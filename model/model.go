@@ -163,7 +163,7 @@ func build(cfg *Config, eos []int32, l *loader, o Options) (*Model, error) {
 		o.Progress(1)
 	}
 	m.log.Info("model loaded", "arch", cfg.Arch(), "layers", cfg.NumLayers, "weight_bytes", m.weights,
-		"backend", m.b.Name(), "took", time.Since(start))
+		"quant", l.quant.String(), "backend", m.b.Name(), "took", time.Since(start))
 	return m, nil
 }
 

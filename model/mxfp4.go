@@ -223,3 +223,24 @@ func evenOdd(n, parity int) [][2]int {
 	}
 	return r
 }
+
+// String names the quantization for the load line: "none", "mxfp4" or
+// "q4/g64" (MLX affine), and how many modules are quantized otherwise or not
+// at all.
+func (q *quantConfig) String() string {
+	if q == nil {
+		return "none"
+	}
+	s := fmt.Sprintf("q%d/g%d", q.Bits, q.GroupSize)
+	if q.Mode == "mxfp4" {
+		s = "mxfp4"
+	}
+	switch n := len(q.override); n {
+	case 0:
+	case 1:
+		s += ", 1 module overridden"
+	default:
+		s += fmt.Sprintf(", %d modules overridden", n)
+	}
+	return s
+}

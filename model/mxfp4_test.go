@@ -379,3 +379,19 @@ func TestParseQuantMXFP4(t *testing.T) {
 		}
 	}
 }
+
+// TestQuantString: the load line's name for each quantization.
+func TestQuantString(t *testing.T) {
+	for _, tc := range []struct {
+		q    *quantConfig
+		want string
+	}{
+		{nil, "none"},
+		{&quantConfig{Bits: 4, GroupSize: 64}, "q4/g64"},
+		{&quantConfig{Bits: 4, GroupSize: 32, Mode: "mxfp4", override: map[string]*quantConfig{"model.layers.0.mlp.router": {Bits: 8, GroupSize: 64}}}, "mxfp4, 1 module overridden"},
+	} {
+		if got := tc.q.String(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.q, got, tc.want)
+		}
+	}
+}
