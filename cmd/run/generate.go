@@ -83,6 +83,7 @@ func usage(fs *flag.FlagSet, w io.Writer) {
        run chat-template (-model DIR | -tokenizer-config FILE) -messages FILE.json [-add-generation-prompt]
        run quantize -model DIR -out DIR [-bits 4|8] [-group 64]
        run bench [-shape NAME | -model DIR] [-dtype q4|q8|bf16|f16|f32] [-test pp512,tg128] [-threads N] [-json]
+       run perplexity [-model DIR] -file F [-ctx N] [-stride S] [-json]
        run selftest [-backend auto|metal|metal-emu|cpu]
        run -version
 

@@ -8,6 +8,7 @@
 //	run chat-template (-model DIR | -tokenizer-config FILE) -messages FILE.json [-add-generation-prompt]
 //	run quantize -model DIR -out DIR -bits 4|8 [-group 64]  write an mlx-lm compatible quantized copy
 //	run bench [-shape NAME | -model DIR] [-dtype q4] [-test pp512,tg128] [-json]
+//	run perplexity [-model DIR] -file F [-ctx N] [-stride S]  perplexity of a text over sliding windows
 //	run selftest [-backend metal]                 check every kernel against the CPU reference
 //	run serve [-model DIR] [-addr 127.0.0.1:8080] [-parallel 4]  OpenAI/Anthropic-compatible HTTP server
 //	run -version
@@ -67,7 +68,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, intr <-chan o
 			return runChatTemplate(args[1:], stdin, stdout, stderr)
 		case "serve":
 			return runServe(args[1:], stderr, intr)
-		case "quantize", "bench", "selftest":
+		case "quantize", "bench", "selftest", "perplexity":
 			ctx, stop := cancelOn(intr)
 			defer stop()
 			switch args[0] {
@@ -75,6 +76,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, intr <-chan o
 				return runQuantize(ctx, args[1:], stdout, stderr)
 			case "bench":
 				return benchtool.Main(ctx, args[1:], stdout, stderr)
+			case "perplexity":
+				return runPerplexity(ctx, args[1:], stdin, stdout, stderr)
 			}
 			return runSelftest(ctx, args[1:], stdout, stderr)
 		}
