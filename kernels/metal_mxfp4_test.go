@@ -27,6 +27,16 @@ func hostMXFP4(N, K int, seed uint64) *Tensor {
 	return &Tensor{DType: DTypeMXFP4, Shape: []int{N, K}, Data: b}
 }
 
+// mxTol is matmulTol with max-abs relative to the largest output past 100:
+// scale bytes of 200 take outputs to 2⁷³.
+func mxTol(want []float32) tol {
+	var big float64
+	for _, v := range want {
+		big = max(big, math.Abs(float64(v)))
+	}
+	return tol{NMSE: matmulTol.NMSE, MaxAbs: matmulTol.MaxAbs * max(1, big/100)}
+}
+
 // TestMetalMatMulMXFP4 runs matvec_mxfp4_f32 and matmul_mxfp4_f32 against the
 // CPU backend's MXFP4 kernels at their cutoffs: 4 rows a simdgroup and 8 a
 // threadgroup (matvec), 32×32 tiles (matmul), half blocks of 16 columns a
@@ -66,16 +76,48 @@ func TestMetalMatMulMXFP4(t *testing.T) {
 			}
 			y := m.New(tc.L, tc.N)
 			m.MatMul(y, put(m, x, tc.L, tc.K), w)
-			var big float64 // the outputs reach 2⁷³ (e = 200): max-abs relative to them
-			for _, v := range want {
-				big = max(big, math.Abs(float64(v)))
-			}
-			closeTo(t, get(t, m, y), want, tol{NMSE: matmulTol.NMSE, MaxAbs: matmulTol.MaxAbs * max(1, big/100)})
+			closeTo(t, get(t, m, y), want, mxTol(want))
 		})
 	}
 	for _, name := range []string{"matvec_mxfp4_f32", "matmul_mxfp4_f32"} {
 		if m.pipes[name] == nil {
 			t.Errorf("%s never ran", name)
 		}
+	}
+}
+
+// TestMetalMatMulMXFP4NV: on NVIDIA-shaped kernels MXFP4 weights take the
+// same Apple-shaped kernels (no _nv variant claims them), MatMul and MatMuls
+// (gate and up, one launch each) alike.
+func TestMetalMatMulMXFP4NV(t *testing.T) {
+	m := testMetalNV(t)
+	for _, tc := range []matmulCase{{L: 1, N: 9, K: 96}, {L: 33, N: 33, K: 64}} {
+		t.Run(fmt.Sprintf("L=%d/N=%d/K=%d", tc.L, tc.N, tc.K), func(t *testing.T) {
+			hw := [2]*Tensor{hostMXFP4(tc.N, tc.K, 1), hostMXFP4(tc.N, tc.K, 2)}
+			x := randn(tc.L*tc.K, 7)
+			var want [2][]float32
+			cpuRef(func(c *CPU) {
+				for i := range hw {
+					w, err := c.Upload(hw[i])
+					if err != nil {
+						t.Fatal(err)
+					}
+					want[i] = make([]float32, tc.L*tc.N)
+					c.MatMul(FromF32(want[i], tc.L, tc.N), FromF32(x, tc.L, tc.K), w)
+				}
+			})
+			var w [2]*Tensor
+			for i := range hw {
+				var err error
+				if w[i], err = m.Upload(hw[i]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			y := []*Tensor{m.New(tc.L, tc.N), m.New(tc.L, tc.N)}
+			m.MatMuls(y, put(m, x, tc.L, tc.K), w[:])
+			for i := range y {
+				closeTo(t, get(t, m, y[i]), want[i], mxTol(want[i]))
+			}
+		})
 	}
 }
