@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"sync"
 )
 
 // MXFP4 block geometry: 32 elements share one E8M0 scale byte, followed by
@@ -90,11 +91,12 @@ func dotMXFP4(r []byte, x []float32) float32 {
 	var v [16]float32
 	var sum float32
 	for j := range len(x) / MXFP4Block {
-		b := r[j*MXFP4BlockBytes : (j+1)*MXFP4BlockBytes]
+		b := (*[MXFP4BlockBytes]byte)(r[j*MXFP4BlockBytes:])
+		xb := (*[MXFP4Block]float32)(x[j*MXFP4Block:])
 		blockValues(&v, b[0])
-		xb := x[j*MXFP4Block : (j+1)*MXFP4Block]
 		var s0, s1 float32
-		for i, q := range b[1:] {
+		for i := range 16 {
+			q := b[1+i]
 			s0 += float32(v[q&15] * xb[2*i]) // float32(): no fused multiply-add
 			s1 += float32(v[q>>4] * xb[2*i+1])
 		}
@@ -116,13 +118,19 @@ func (p *Pool) MatMulMXFP4(dst, x []float32, L int, w *MXFP4) {
 	if L == 0 || w.N == 0 {
 		return
 	}
-	t := &mxTask{dst: dst, x: x, L: L, w: w, p: p}
+	t := mxTasks.Get().(*mxTask)
+	*t = mxTask{dst: dst, x: x, L: L, w: w, p: p}
 	if L == 1 {
 		p.RunChunks(w.N, p.vecChunk(w.N), 4, t)
-		return
+	} else {
+		p.Run(w.N, 16, t)
 	}
-	p.Run(w.N, 16, t)
+	*t = mxTask{} // drop references to the caller's slices
+	mxTasks.Put(t)
 }
+
+// mxTasks holds MatMulMXFP4's tasks, so a call allocates nothing.
+var mxTasks = sync.Pool{New: func() any { return new(mxTask) }}
 
 // mxDeqMinL is the fewest tokens for which MatMulMXFP4 dequantizes row blocks.
 const mxDeqMinL = 4
