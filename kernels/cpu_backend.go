@@ -72,10 +72,10 @@ func (c *CPU) NewF16(shape ...int) *Tensor {
 	return t
 }
 
-// Upload checks a host tensor and attaches its [cpu.Weight] view. It copies
-// nothing, except the 4/8-bit weights this CPU's kernels read in their own
-// layout (see [cpu.Prepare]): those move there in one copy, and the tensor
-// returned is a new one that no longer views t's memory.
+// Upload checks a host tensor and attaches its [cpu.Weight] view ([cpu.MXFP4]
+// for MXFP4). It copies nothing, except the 4/8-bit weights this CPU's kernels
+// read in their own layout (see [cpu.Prepare]): those move there in one copy,
+// and the tensor returned is a new one that no longer views t's memory.
 func (c *CPU) Upload(t *Tensor) (*Tensor, error) {
 	if t.DType == DTypeMXFP4 { // its own kernels: see cpu.MXFP4
 		n, k, err := checkWeight(t)
