@@ -29,6 +29,8 @@ type genFlags struct {
 	ignoreEOS, jsonOut, chat, verbose bool
 	noEcho, version                   bool
 	stops                             multiFlag
+	draft                             string // speculative decoding (speculative.go)
+	draftMax, lookup                  int
 	set                               map[string]bool // the flags given on the command line
 }
 
@@ -63,6 +65,9 @@ func parseGenFlags(args []string, stderr io.Writer) (*genFlags, error) {
 	fs.BoolVar(&f.verbose, "v", false, "log details, the backend's reason, memory and per-token device counters to stderr")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
 	fs.Var(&f.stops, "stop", "stop before this string (repeatable)")
+	fs.StringVar(&f.draft, "draft", "", "speculative decoding with this draft model directory (the same tokenizer; e.g. a q4 copy or a smaller model of the family)")
+	fs.IntVar(&f.draftMax, "draft-max", 0, "tokens -draft drafts a round (0: 4)")
+	fs.IntVar(&f.lookup, "lookup", 0, "speculative decoding by prompt lookup: draft up to N tokens that followed the last n-gram's latest earlier occurrence (0: off)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			usage(fs, stderr)
@@ -110,6 +115,8 @@ func (f *genFlags) validate(fs *flag.FlagSet) error {
 		{f.ctxLen >= 0, "ctx", "≥ 0 (0: min(max_position_embeddings, 4096))"},
 		{f.kv == "" || f.kv == "f32" || f.kv == "f16", "kv", "f32 or f16"},
 		{f.quant == "" || f.quant == "q4" || f.quant == "q8", "quant", "q4 or q8"},
+		{f.draftMax >= 0, "draft-max", "≥ 0 (0: 4)"},
+		{f.lookup >= 0, "lookup", "≥ 0 (0: off)"},
 		{f.backend == "auto" || f.backend == "cpu" || f.backend == "metal" || f.backend == "cuda" || f.backend == "metal-emu", "backend", "auto, cpu, metal, cuda or metal-emu"},
 	} {
 		if !c.ok {
@@ -129,6 +136,8 @@ func (f *genFlags) validate(fs *flag.FlagSet) error {
 		return usagef("-chat reads its turns from stdin: drop -prompt / -prompt-ids")
 	case f.chat && f.jsonOut:
 		return usagef("-json is for one completion, not -chat")
+	case f.draft != "" && f.lookup > 0:
+		return usagef("pass -draft or -lookup, not both")
 	case f.prompt == "" && f.promptIDs == "" && !f.chat:
 		return usagef("nothing to do: pass -prompt TEXT, -prompt-ids 1,2,3 or -chat")
 	}
@@ -214,6 +223,11 @@ func generate(args []string, stdin io.Reader, stdout, stderr io.Writer, intr <-c
 		return err
 	}
 	defer s.Close()
+	closeDraft, err := f.speculate(intr, m, s, stderr)
+	if err != nil {
+		return err
+	}
+	defer closeDraft()
 	if f.verbose {
 		kv := f.kv
 		if kv == "" {
@@ -339,6 +353,9 @@ func generate(args []string, stdin io.Reader, stdout, stderr io.Writer, intr <-c
 		fmt.Fprintln(stdout)
 	}
 	fmt.Fprintf(stderr, "\n%s\n", res)
+	if f.verbose {
+		reportSpeculation(stderr, res)
+	}
 	switch {
 	case cancelled:
 		fmt.Fprintln(stderr, "[interrupted]")
