@@ -13,7 +13,7 @@ const (
 	mmnvBK      = 32         // MMNV_BK: columns per step
 	mmnvXS      = mmnvBM + 4 // MMNV_XS: staged x, floats per column
 	mmnvWS      = mmnvBN + 4 // MMNV_WS: staged W, floats per column
-	mmnvThreads = 256        // MMNV_THREADS
+	mmnvThreads = 128        // MMNV_THREADS
 )
 
 // nvMatMul turns the NVIDIA-shaped prefill mat-mat on. INGOT_NV_MATMUL=0
@@ -65,7 +65,7 @@ func (m *Metal) matmulNV(dst, x, w *Tensor, L, N, K int) bool {
 	if name == "" || !nvMatMul || x.Off%16 != 0 || w.Off%16 != 0 {
 		return false
 	}
-	// (⌈N/128⌉, ⌈L/64⌉) threadgroups of 256 threads; x and W steps of 32
+	// (⌈N/128⌉, ⌈L/64⌉) threadgroups of 128 threads; x and W steps of 32
 	// columns transposed in threadgroup memory.
 	m.begin(name)
 	setArgs(m, matmulArgs{L: uint32(L), N: uint32(N), K: uint32(K), GroupSize: uint32(w.GroupSize)})

@@ -104,9 +104,10 @@ func (t *tapState) take(b kernels.Backend, i int, x *kernels.Tensor) {
 		return
 	}
 	lo := max(t.skip-t.seen[j], 0) // the first row to keep
-	if lo < L {
-		at := t.seen[j] + lo - t.skip
+	if at := t.seen[j] + lo - t.skip; lo < L && (at+L-lo)*D <= len(t.dst[j]) {
 		t.err = b.Download(t.dst[j][at*D:(at+L-lo)*D], x.Rows(lo, L))
+	} else if lo < L {
+		t.err = fmt.Errorf("model: ForwardTaps: %d rows past the %d tokens asked for", at+L-lo, len(t.dst[j])/D)
 	}
 	t.seen[j] += L
 }
