@@ -12,8 +12,10 @@ import (
 	"slices"
 	"strconv"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/ingot-llm/ingot/kernels"
+	"github.com/ingot-llm/ingot/kernels/cpu"
 )
 
 // An Adapter is a LoRA adapter loaded for one [Model]: for each adapted
@@ -562,11 +564,10 @@ func (m *llama) canAdapt(i int, name string) error {
 		return no("a linear-attention layer has no such projection")
 	case !attn && l.router != nil:
 		return no("a mixture-of-experts layer has no such projection (adapting experts is not supported)")
-	case (name == "self_attn.qkv_proj" || name == "mlp.gate_up_proj") != m.arch.fusedPhi3:
-		if m.arch.fusedPhi3 {
-			return no("this model stores qkv_proj and gate_up_proj fused: target those")
-		}
+	case (name == "self_attn.qkv_proj" || name == "mlp.gate_up_proj") && !m.arch.fusedPhi3:
 		return no("this model has separate projections, not fused ones")
+	case m.arch.fusedPhi3 && name != "self_attn.o_proj" && name != "mlp.down_proj" && len(loraTargets[name]) == 1:
+		return no("this model stores qkv_proj and gate_up_proj fused: target those")
 	case name == "self_attn.q_proj" && l.wg != nil:
 		return no("a gated query projection (Qwen3.5) is not supported unfused: load with Options.Fuse")
 	}
@@ -698,4 +699,75 @@ func (la *loraActs) apply(b kernels.Backend, i, slot int, dst, x *kernels.Tensor
 	b.MatMul(t, x, p.a) // (L, r)
 	b.MatMul(u, t, p.b) // (L, out)
 	b.Add(dst, dst, u)
+}
+
+// fuseAdapter reads the adapter in dir (none for "") for the loader to merge
+// into the weights it loads (Options.Fuse).
+func (l *loader) fuseAdapter(dir string, c *Config) error {
+	if dir == "" {
+		return nil
+	}
+	if l.synth != nil {
+		return errors.New("model: Options.Fuse: synthetic weights take no adapter")
+	}
+	_, mods, err := readAdapter(dir, c)
+	if err != nil {
+		return err
+	}
+	l.fuse = map[string]*loraModule{}
+	for i := range mods {
+		l.fuse[fmt.Sprintf("model.layers.%d.%s", mods[i].layer, mods[i].name)] = &mods[i]
+	}
+	return nil
+}
+
+// fusedAll reports an adapter module the model has no weight for.
+func (l *loader) fusedAll() error {
+	for name := range l.fuse {
+		return fmt.Errorf("model: Options.Fuse: the adapter adapts %s, which this model does not have", name)
+	}
+	return nil
+}
+
+// fused returns st (out, in) + B·A of adapter module md (B already × s) as
+// a host tensor of st's float dtype.
+func (l *loader) fused(module string, st *stTensor, md *loraModule, rows, cols int) (*stTensor, error) {
+	dt, err := floatDType(st)
+	if err != nil {
+		return nil, fmt.Errorf("model: Options.Fuse: tensor %q is %s: merging an adapter needs float weights (load it unfused with LoadAdapter instead)", st.Name, st.DType)
+	}
+	if !isMatrix(st.Shape, rows, cols) || md.out != rows || md.in != cols {
+		return nil, fmt.Errorf("model: Options.Fuse: tensor %q has shape %v, the adapter's %s is (%d, %d)", st.Name, st.Shape, module, md.out, md.in)
+	}
+	w, err := toF32(st)
+	if err != nil {
+		return nil, err
+	}
+	r := md.r
+	for o := range rows {
+		row := w[o*cols : (o+1)*cols]
+		for k := range r {
+			bk := md.b[o*r+k]
+			for i, a := range md.a[k*cols : (k+1)*cols] {
+				row[i] += bk * a
+			}
+		}
+	}
+	out := &stTensor{Name: st.Name, DType: st.DType, Shape: st.Shape, File: st.File}
+	switch dt {
+	case kernels.DTypeF32:
+		out.Data = kernels.FromF32(w, len(w)).Data
+	default:
+		h := make([]uint16, len(w))
+		for i, v := range w {
+			if dt == kernels.DTypeF16 {
+				h[i] = cpu.F32ToF16(v)
+			} else {
+				h[i] = cpu.F32ToBF16(v)
+			}
+		}
+		out.Data = unsafe.Slice((*byte)(unsafe.Pointer(&h[0])), 2*len(h))
+	}
+	delete(l.fuse, module)
+	return out, nil
 }

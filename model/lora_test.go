@@ -3,6 +3,8 @@ package model
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -199,4 +201,138 @@ func TestLoraMetal(t *testing.T) {
 	}
 }
 
-var _ = strings.Contains
+// TestLoraFuse merges the adapter into the weights at load (Options.Fuse):
+// the same logits and greedy chain, no extra weight bytes; a quantized
+// checkpoint refuses, naming the tensor.
+func TestLoraFuse(t *testing.T) {
+	dir, base, ref, _ := readLoraRef(t, "lora-llama3")
+	want := readLogits(t, dir, ref.LogitsShape)
+	plain := open(t, base, Options{Threads: 2}, SessionOptions{Context: 8})
+	for _, d := range adapterDirs(dir) {
+		s := open(t, base, Options{Threads: 2, Fuse: d}, SessionOptions{Context: 64})
+		checkAllLogits(t, s, ref.InputIDs, want)
+		checkGreedy(t, s, ref)
+		if s.Model().WeightBytes() != plain.Model().WeightBytes() {
+			t.Errorf("fused: %d weight bytes, base %d", s.Model().WeightBytes(), plain.Model().WeightBytes())
+		}
+	}
+	q := filepath.Join(t.TempDir(), "q8")
+	if err := QuantizeDir(context.Background(), base, q, 8, 64, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(context.Background(), q, Options{Threads: 1, Fuse: dir})
+	if err == nil || !strings.Contains(err.Error(), "Options.Fuse") || !strings.Contains(err.Error(), "float") {
+		t.Errorf("fusing into a quantized checkpoint: %v", err)
+	}
+	if _, err := Load(context.Background(), base, Options{Threads: 1, Fuse: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "adapter_model.safetensors") {
+		t.Errorf("fusing an empty folder: %v", err)
+	}
+}
+
+// TestLoraQuantized runs the adapter unfused over quantized bases (8 and 4
+// bits, quantized on load and from a quantized checkpoint): the adapted
+// logits stay as close to PEFT's as the quantized base's are to the float
+// base's, far closer than the adapter's own effect.
+func TestLoraQuantized(t *testing.T) {
+	dir, base, ref, lr := readLoraRef(t, "lora-llama3")
+	want := readLogits(t, dir, ref.LogitsShape)
+	for _, bits := range []int{8, 4} {
+		t.Run(fmt.Sprint("q", bits), func(t *testing.T) {
+			s := open(t, base, Options{Threads: 2, Quant: bits}, SessionOptions{Context: 64})
+			baseLogits, err := s.Forward(context.Background(), ref.InputIDs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			quantErr := maxAbs(baseLogits, lr.BaseLogitsLast) // what quantizing the base costs
+			baseLogits0 := slices.Clone(baseLogits)
+			a, err := s.Model().LoadAdapter(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.SetAdapter(a); err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.Forward(context.Background(), ref.InputIDs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := maxAbs(got, want[len(want)-1])
+			// The adapter's effect on the quantized base against PEFT's on the float one.
+			effect := make([]float32, len(got))
+			for i := range got {
+				effect[i] = (got[i] - baseLogits0[i]) - (ref.LogitsLast[i] - lr.BaseLogitsLast[i])
+			}
+			de := maxAbs(effect, make([]float32, len(effect)))
+			t.Logf("q%d: base logits max-abs %.3g vs float, adapted %.3g vs PEFT; the adapter's effect off by %.3g (the effect itself %.3g)", bits, quantErr, d, de, lr.Effect.MaxAbs)
+			if bits == 8 && (d > 2*quantErr || d > lr.Effect.MaxAbs/10) {
+				t.Errorf("q8 adapted logits max-abs %g (quantized base %g, adapter effect %g)", d, quantErr, lr.Effect.MaxAbs)
+			}
+			if de > lr.Effect.MaxAbs/2 { // ignoring the adapter would be off by the whole effect (1.86 on this row)
+				t.Errorf("q%d: the adapter's effect is off by %g (the effect: %g)", bits, de, lr.Effect.MaxAbs)
+			}
+		})
+	}
+}
+
+// TestLoraPhi3 adapts Phi-3's fused qkv_proj and gate_up_proj (and o_proj,
+// down_proj) with a random PEFT adapter: the unfused run, splitting B's
+// rows as the model splits the fused weights, equals merging W + s·B·A at
+// load, and differs from the base.
+func TestLoraPhi3(t *testing.T) {
+	base, ref := readRef(t, "phi3")
+	s := open(t, base, Options{Threads: 2}, SessionOptions{Context: 64})
+	c := s.Model().Config
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(1, 2))
+	ts := map[string]*stTensor{}
+	const r = 3
+	for i := range c.NumLayers {
+		for _, mod := range []string{"self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj"} {
+			in, out, _ := loraDims(c, mod)
+			p := fmt.Sprintf("base_model.model.model.layers.%d.%s.lora_", i, mod)
+			ts[p+"A.weight"] = randTensor(rng, 0.1, r, in)
+			ts[p+"B.weight"] = randTensor(rng, 0.05, out, r)
+		}
+	}
+	writeSafetensors(t, filepath.Join(dir, "adapter_model.safetensors"), ts)
+	writeJSON(t, filepath.Join(dir, "adapter_config.json"), map[string]any{"peft_type": "LORA", "r": r, "lora_alpha": 6, "use_rslora": true,
+		"target_modules": []string{"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}, "bias": "none"})
+	a, err := s.Model().LoadAdapter(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetAdapter(a); err != nil {
+		t.Fatal(err)
+	}
+	fused := open(t, base, Options{Threads: 2, Fuse: dir}, SessionOptions{Context: 64})
+	var want [][]float32
+	if err := fused.ForwardEach(context.Background(), ref.InputIDs, func(i int, l []float32) error {
+		want = append(want, slices.Clone(l))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	checkAllLogits(t, s, ref.InputIDs, want)
+	if d := maxAbs(want[len(want)-1], ref.LogitsLast); d < 0.05 {
+		t.Errorf("the adapter moves phi3's last logits by only %g", d)
+	}
+}
+
+func randTensor(rng *rand.Rand, std float64, rows, cols int) *stTensor {
+	x := make([]float32, rows*cols)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64() * std)
+	}
+	return &stTensor{DType: "F32", Shape: []int{rows, cols}, Data: kernels.FromF32(x, rows*cols).Data}
+}
+
+func writeJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

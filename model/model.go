@@ -33,6 +33,7 @@ type Options struct {
 	QuantGroup int             // group size for Quant; 0: 64
 	Progress   func(float32)   // called with the fraction of weights loaded; may be nil
 	Logger     *slog.Logger    // load and lifecycle messages; nil: none
+	Fuse       string          // a LoRA adapter's directory to merge into the weights at load (W + s·B·A; float weights only); "": none
 }
 
 // ParseKV maps a KV cache type's name, "f32" or "f16", to SessionOptions.KV.
@@ -152,8 +153,15 @@ func build(cfg *Config, eos []int32, l *loader, o Options) (*Model, error) {
 		}
 		l.toQ = &quantConfig{Bits: o.Quant, GroupSize: g}
 	}
+	if err := l.fuseAdapter(o.Fuse, cfg); err != nil {
+		m.Close()
+		return nil, err
+	}
 	var err error
-	if m.net, err = newLlama(cfg, architectures[cfg.Arch()], l); err != nil {
+	if m.net, err = newLlama(cfg, architectures[cfg.Arch()], l); err == nil {
+		err = l.fusedAll()
+	}
+	if err != nil {
 		m.Close()
 		return nil, err
 	}

@@ -122,7 +122,8 @@ type loader struct {
 	toQ    *quantConfig // quantize float matrices on load (Options.Quant); nil: keep them
 	synth  *synthetic   // make random weights instead of reading files (benchmarks)
 	used   map[string]bool
-	bytes  int64 // weight bytes uploaded
+	bytes  int64                  // weight bytes uploaded
+	fuse   map[string]*loraModule // an adapter to merge by module, removed as merged (Options.Fuse); nil: none
 }
 
 // full is the stored name of tensor name: with the checkpoint's prefix, or
@@ -181,6 +182,12 @@ func (l *loader) hostMatrix(module string, rows, cols int) (*kernels.Tensor, err
 	st, ok := l.get(name)
 	if !ok {
 		return nil, fmt.Errorf("model: missing tensor %q", l.full(name))
+	}
+	if md := l.fuse[module]; md != nil {
+		var err error
+		if st, err = l.fused(module, st, md, rows, cols); err != nil {
+			return nil, err
+		}
 	}
 	if st.DType == "U32" {
 		return l.quantized(module, st, rows, cols)
