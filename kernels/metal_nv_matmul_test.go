@@ -54,10 +54,9 @@ func matmulNVCases() []matmulNVCase {
 	return cs
 }
 
-// TestMetalMatMulNV runs the NVIDIA-shaped prefill mat-mat against the CPU
-// reference (on the exact f32 values of the weight, dequantized as MLX does),
-// with y poisoned first, and checks that INGOT_NV_MATMUL=0 (nvMatMul false)
-// keeps the Apple-shaped tiles.
+// TestMetalMatMulNV runs the NVIDIA-shaped prefill mat-mat, one launch a
+// case, against the CPU reference (on the exact f32 values of the weight,
+// dequantized as MLX does), with y poisoned first.
 func TestMetalMatMulNV(t *testing.T) {
 	m := testMetalNV(t)
 	var worstN, worstA float64
@@ -84,8 +83,8 @@ func TestMetalMatMulNV(t *testing.T) {
 			y := put(m, nan(tc.L*tc.N), tc.L, tc.N)
 			m.ResetStats()
 			m.MatMul(y, put(m, x, tc.L, tc.K), w)
-			if s := m.Stats(); s.Dispatches != 1 {
-				t.Errorf("%d dispatches, want 1", s.Dispatches)
+			if s, want := m.Stats(), matmulNVName(w, tc.K); s.Dispatches != 1 || m.last != want {
+				t.Errorf("%d dispatches, the last %s; want 1, %s", s.Dispatches, m.last, want)
 			}
 			tl := matmulTol
 			if tc.K > 512 {
