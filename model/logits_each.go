@@ -14,9 +14,10 @@ import (
 // needs: ln p(tokens[i+1] | tokens[:i+1]) for every i from one prefill.
 //
 // The tokens run in the same prefill chunks as Forward, so the cache ends up
-// as Forward leaves it; then the final norm and the head run on each row of
-// the chunk's residual stream one row at a time, as a decode step runs them.
-// fn returning an error stops the call with that error.
+// as Forward leaves it; then the final norm and the head run on the chunk's
+// residual stream, up to headBatch rows a call (one batched mat-mul reads the
+// head's weights once for them all), and the chunk's last row comes from
+// Forward's own head. fn returning an error stops the call with that error.
 func (s *Session) ForwardEach(ctx context.Context, tokens []int32, fn func(i int, logits []float32) error) error {
 	if err := s.enter(); err != nil {
 		return err
@@ -34,26 +35,25 @@ func (s *Session) forwardEach(ctx context.Context, tokens []int32, fn func(i int
 	}
 	for i := 0; i < len(tokens); {
 		n := min(len(tokens)-i, s.batch.L)
-		if _, err := s.forward(ctx, tokens[i:i+n]); err != nil {
+		last, err := s.forward(ctx, tokens[i:i+n])
+		if err != nil {
 			return err
 		}
-		x := s.one.x // forward ran n rows in s.batch, or one in s.one
-		if n > 1 {
-			x = s.batch.x
-		}
-		for r := range n {
-			if err := s.lock(); err != nil {
-				return err
-			}
-			s.m.net.headRow(s.b, s.one, x.Rows(r, r+1))
-			err := s.b.Download(s.one.hostLogit, s.one.logits)
-			s.unlock()
+		for r0 := 0; r0 < n-1; r0 += headBatch {
+			r1 := min(r0+headBatch, n-1) // the last row's logits are forward's
+			rows, err := s.headRows(s.batch.x, r0, r1)
 			if err != nil {
 				return err
 			}
-			if err := fn(i+r, s.one.hostLogit); err != nil {
-				return err
+			V := len(rows) / (r1 - r0)
+			for r := r0; r < r1; r++ {
+				if err := fn(i+r, rows[(r-r0)*V:(r-r0+1)*V]); err != nil {
+					return err
+				}
 			}
+		}
+		if err := fn(i+n-1, last); err != nil {
+			return err
 		}
 		i += n
 	}
@@ -80,13 +80,41 @@ func (s *Session) replay(ctx context.Context) error {
 	return err
 }
 
-// headRow runs the final norm and the head on x, one row (1, D) of a
-// forward's residual stream, into s.logits (1, V), as decoder does for the
-// last row.
-func (m *llama) headRow(b kernels.Backend, s *acts, x *kernels.Tensor) {
-	b.RMSNorm(s.last, x, m.norm, m.cfg.RMSNormEps) // (1, D)
-	b.MatMul(s.logits, s.last, m.head)             // (1, V)
-	if m.cfg.FinalSoftcap > 0 {
-		b.Softcap(s.logits, float32(m.cfg.FinalSoftcap))
+// headBatch is the most rows one batched head call computes: a (16, V)
+// buffer, 8 MB at V = 128k.
+const headBatch = 16
+
+// rowHeads is a session's buffers for batched head calls, made at first use.
+type rowHeads struct {
+	last, logits *kernels.Tensor // (headBatch, D), (headBatch, V)
+	host         []float32       // (headBatch·V)
+}
+
+// headRows runs the final norm and the head on rows [r0, r1) of x, a
+// forward's residual stream (r1−r0 ≤ headBatch), and returns their logits
+// (r1−r0, V) row-major on the host, in a buffer the next call reuses.
+func (s *Session) headRows(x *kernels.Tensor, r0, r1 int) ([]float32, error) {
+	c := s.m.Config
+	if s.heads == nil {
+		h := &rowHeads{last: s.b.New(headBatch, c.HiddenSize), logits: s.b.New(headBatch, c.VocabSize), host: make([]float32, headBatch*c.VocabSize)}
+		s.heads = h
+		s.bytes += int64(4 * headBatch * (c.HiddenSize + c.VocabSize))
 	}
+	h, n := s.heads, r1-r0
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.unlock()
+	m := s.m.net
+	last, logits := h.last.Rows(0, n), h.logits.Rows(0, n)
+	s.b.RMSNorm(last, x.Rows(r0, r1), m.norm, m.cfg.RMSNormEps) // (n, D)
+	s.b.MatMul(logits, last, m.head)                            // (n, V)
+	if m.cfg.FinalSoftcap > 0 {
+		s.b.Softcap(logits, float32(m.cfg.FinalSoftcap))
+	}
+	host := h.host[:n*c.VocabSize]
+	if err := s.b.Download(host, logits); err != nil {
+		return nil, err
+	}
+	return host, nil
 }

@@ -67,6 +67,8 @@ type Session struct {
 	adapter            *Adapter  // nil: the base model (SetAdapter)
 	batchLoRA, oneLoRA *loraActs // the adapter's scratch, made by the first SetAdapter
 
+	heads *rowHeads // ForwardEach's batched head buffers; nil until its first use
+
 	topIDs  [kernels.MaxTopK]int32 // stepTopK's results
 	topVals [kernels.MaxTopK]float32
 	topCand []candidate
