@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"unsafe"
 
@@ -344,7 +346,8 @@ func readAdapter(dir string, c *Config) (string, []loraModule, error) {
 // a layer, a module and which of the two matrices ("A"/"a" first) it is.
 func pairs(c *Config, ts map[string]*stTensor, key *regexp.Regexp, form string) (map[[2]string][2]*stTensor, error) {
 	out := map[[2]string][2]*stTensor{}
-	for name, st := range ts {
+	for _, name := range slices.Sorted(maps.Keys(ts)) { // the first bad tensor by name, every time
+		st := ts[name]
 		m := key.FindStringSubmatch(name)
 		if m == nil {
 			return nil, fmt.Errorf("model: adapter tensor %q: not a LoRA weight of a decoder layer (want %s)", name, form)
@@ -382,7 +385,8 @@ func peftModules(c *Config, pc *peftConfig, ts map[string]*stTensor) ([]loraModu
 		return nil, err
 	}
 	var mods []loraModule
-	for k, p := range ps {
+	for _, k := range slices.SortedFunc(maps.Keys(ps), cmpPair) {
+		p := ps[k]
 		i, _ := strconv.Atoi(k[0])
 		full := "model.layers." + k[0] + "." + k[1]
 		short := k[1][len("self_attn."):]
@@ -398,11 +402,11 @@ func peftModules(c *Config, pc *peftConfig, ts map[string]*stTensor) ([]loraModu
 			s = alpha / math.Sqrt(float64(r))
 		}
 		in, out, _ := loraDims(c, k[1])
-		a, err := loraMatrix(p[0], r, in, false, "r")
+		a, err := loraMatrix(p[0], r, in, false, "r (or rank_pattern)")
 		if err != nil {
 			return nil, err
 		}
-		b, err := loraMatrix(p[1], out, r, false, "r")
+		b, err := loraMatrix(p[1], out, r, false, "r (or rank_pattern)")
 		if err != nil {
 			return nil, err
 		}
@@ -429,7 +433,8 @@ func mlxModules(c *Config, mc *mlxConfig, ts map[string]*stTensor) ([]loraModule
 	}
 	r := *mc.Params.Rank
 	var mods []loraModule
-	for k, p := range ps {
+	for _, k := range slices.SortedFunc(maps.Keys(ps), cmpPair) {
+		p := ps[k]
 		i, _ := strconv.Atoi(k[0])
 		if i < c.NumLayers-n {
 			return nil, fmt.Errorf("model: adapter tensor %q: layer %d is not among the last %d (num_layers)", p[0].Name, i, n)
@@ -484,6 +489,16 @@ func loraMatrix(st *stTensor, rows, cols int, transposed bool, rank string) ([]f
 	return t, nil
 }
 
+// cmpPair orders pairs' keys by layer number, then module name.
+func cmpPair(a, b [2]string) int {
+	ia, _ := strconv.Atoi(a[0])
+	ib, _ := strconv.Atoi(b[0])
+	if ia != ib {
+		return ia - ib
+	}
+	return strings.Compare(a[1], b[1])
+}
+
 func scale(x []float32, s float32) {
 	for i := range x {
 		x[i] *= s
@@ -495,7 +510,7 @@ func sortModules(mods []loraModule) {
 		if a.layer != b.layer {
 			return a.layer - b.layer
 		}
-		return bytes.Compare([]byte(a.name), []byte(b.name))
+		return strings.Compare(a.name, b.name)
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -335,4 +336,169 @@ func writeJSON(t *testing.T, path string, v any) {
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// badAdapter copies the adapter in src (PEFT or mlx) to a new folder with
+// its config and tensors edited.
+func badAdapter(t *testing.T, src string, cfg func(map[string]any), ts func(map[string]*stTensor)) string {
+	t.Helper()
+	dir := t.TempDir()
+	weights := "adapter_model.safetensors"
+	if _, err := os.Stat(filepath.Join(src, weights)); err != nil {
+		weights = "adapters.safetensors"
+	}
+	b, err := os.ReadFile(filepath.Join(src, "adapter_config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c map[string]any
+	if err := json.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	if cfg != nil {
+		cfg(c)
+	}
+	writeJSON(t, filepath.Join(dir, "adapter_config.json"), c)
+	tensors := readSafetensors(t, filepath.Join(src, weights))
+	if ts != nil {
+		ts(tensors)
+	}
+	writeSafetensors(t, filepath.Join(dir, weights), tensors)
+	return dir
+}
+
+// TestLoraBadInput: every bad adapter gives one error that starts with
+// "model:" and names the field or tensor at fault.
+func TestLoraBadInput(t *testing.T) {
+	dir, base, _, _ := readLoraRef(t, "lora-llama3")
+	s := open(t, base, Options{Threads: 1}, SessionOptions{Context: 8})
+	m := s.Model()
+	const q0 = "base_model.model.model.layers.0.self_attn.q_proj.lora_"
+	const m0 = "model.layers.0.self_attn.q_proj.lora_"
+	set := func(k string, v any) func(map[string]any) { return func(c map[string]any) { c[k] = v } }
+	lp := func(k string, v any) func(map[string]any) {
+		return func(c map[string]any) {
+			p := c["lora_parameters"].(map[string]any)
+			if v == nil {
+				delete(p, k)
+			} else {
+				p[k] = v
+			}
+		}
+	}
+	mlx := filepath.Join(dir, "mlx")
+	for _, tc := range []struct {
+		name, src string
+		cfg       func(map[string]any)
+		ts        func(map[string]*stTensor)
+		want      string
+	}{
+		{"dora", dir, set("use_dora", true), nil, "use_dora"},
+		{"fan_in_fan_out", dir, set("fan_in_fan_out", true), nil, "fan_in_fan_out"},
+		{"bias", dir, set("bias", "lora_only"), nil, "bias"},
+		{"peft_type", dir, set("peft_type", "IA3"), nil, "peft_type"},
+		{"alpha", dir, set("lora_alpha", 0), nil, "lora_alpha"},
+		{"r", dir, set("r", 8), nil, "r (or rank_pattern)"},
+		{"unknown target", dir, set("target_modules", []string{"q_proj", "lm_head"}), nil, "target_modules"},
+		{"target not listed", dir, set("target_modules", []string{"k_proj"}), nil, "target_modules"},
+		{"rank_pattern", dir, set("rank_pattern", map[string]any{"q_proj": 2}), nil, "q_proj.lora_A.weight"},
+		{"rank_pattern regexp", dir, set("rank_pattern", map[string]any{"(": 2}), nil, "rank_pattern"},
+		{"modules_to_save", dir, set("modules_to_save", []string{"lm_head"}), nil, "modules_to_save"},
+		{"stray tensor", dir, nil, func(ts map[string]*stTensor) { ts["base_model.model.lm_head.lora_A.weight"] = ts[q0+"A.weight"] }, "lm_head"},
+		{"no B", dir, nil, func(ts map[string]*stTensor) { delete(ts, q0+"B.weight") }, q0 + "A.weight"},
+		{"layer", dir, nil, func(ts map[string]*stTensor) {
+			ts["base_model.model.model.layers.7.self_attn.q_proj.lora_A.weight"] = ts[q0+"A.weight"]
+		}, "layer 7"},
+		{"dtype", dir, nil, func(ts map[string]*stTensor) {
+			a := *ts[q0+"A.weight"]
+			a.DType = "I32"
+			ts[q0+"A.weight"] = &a
+		}, "I32"},
+		{"fine_tune_type", mlx, set("fine_tune_type", "dora"), nil, "fine_tune_type"},
+		{"num_layers past the model", mlx, set("num_layers", 3), nil, "num_layers"},
+		{"num_layers excludes a tensor", mlx, set("num_layers", 1), nil, "num_layers"},
+		{"mlx rank", mlx, lp("rank", 2), nil, "lora_parameters.rank"},
+		{"mlx scale", mlx, lp("scale", nil), nil, "lora_parameters.scale"},
+		{"mlx keys", mlx, lp("keys", []string{"self_attn.q_proj"}), nil, "lora_parameters.keys"},
+		{"mlx unknown key", mlx, lp("keys", []string{"self_attn.rotary"}), nil, "lora_parameters.keys"},
+		{"mlx transposed", mlx, nil, func(ts map[string]*stTensor) {
+			a := *ts[m0+"a"]
+			a.Shape = []int{a.Shape[1], a.Shape[0]}
+			ts[m0+"a"] = &a
+		}, m0 + "a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := m.LoadAdapter(badAdapter(t, tc.src, tc.cfg, tc.ts))
+			t.Log(err)
+			if err == nil || !strings.HasPrefix(err.Error(), "model: ") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want an error naming %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := m.LoadAdapter(t.TempDir()); err == nil || !strings.Contains(err.Error(), "adapters.safetensors") {
+		t.Errorf("empty folder: %v", err)
+	}
+	// Another base: qwen2's adapter does not fit llama3.
+	q, _, _, _ := readLoraRef(t, "lora-qwen2")
+	if _, err := m.LoadAdapter(q); err == nil || !strings.Contains(err.Error(), "has shape") {
+		t.Errorf("qwen2's adapter on llama3: %v", err)
+	}
+	// An adapter of another model, and a closed one.
+	other := open(t, base, Options{Threads: 1}, SessionOptions{Context: 8})
+	a, err := other.Model().LoadAdapter(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetAdapter(a); err == nil {
+		t.Errorf("SetAdapter took another model's adapter")
+	}
+	if err := other.SetAdapter(a); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	if _, err := other.Forward(context.Background(), []int32{1}); err == nil || !strings.Contains(err.Error(), "adapter") {
+		t.Errorf("forward with a closed adapter: %v", err)
+	}
+	if err := other.SetAdapter(nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Forward(context.Background(), []int32{1}); err != nil {
+		t.Errorf("forward after dropping the closed adapter: %v", err)
+	}
+}
+
+// FuzzAdapterConfig: any adapter_config.json either parses, in PEFT's or
+// mlx-lm's form, into a config whose ranks and scales are usable, or gives an
+// error that starts with "model:"; never a panic.
+func FuzzAdapterConfig(f *testing.F) {
+	for _, name := range []string{"lora-llama3", "lora-qwen2", "lora-llama3/mlx", "lora-qwen2/mlx"} {
+		if b, err := os.ReadFile(filepath.Join(refDir, name, "adapter_config.json")); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte(`{"peft_type":"LORA","r":8,"lora_alpha":16,"use_rslora":true,"target_modules":"all-linear","rank_pattern":{"q_proj":4,"layers\\.1\\..*":2},"alpha_pattern":{"down_proj":3}}`))
+	f.Add([]byte(`{"fine_tune_type":"lora","num_layers":-1,"lora_parameters":{"rank":8,"scale":20.0,"keys":["mlp.gate_up_proj"]}}`))
+	f.Add([]byte(`{"peft_type":"LORA","r":-1}`))
+	f.Add([]byte(`{"rank_pattern":{"(":1}}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if c, err := parsePEFTConfig(b); err != nil {
+			if !strings.HasPrefix(err.Error(), "model: ") {
+				t.Fatalf("PEFT: %v", err)
+			}
+		} else {
+			for _, name := range []string{"model.layers.0.self_attn.q_proj", "model.layers.1.mlp.down_proj", ""} {
+				if r, a := c.rankAlpha(name); r <= 0 || !(a > 0) {
+					t.Fatalf("PEFT %s: rank %d, alpha %v", name, r, a)
+				}
+			}
+		}
+		if c, err := parseMLXConfig(b); err != nil {
+			if !strings.HasPrefix(err.Error(), "model: ") {
+				t.Fatalf("mlx: %v", err)
+			}
+		} else if *c.Params.Rank <= 0 || *c.NumLayers == 0 || math.IsNaN(*c.Params.Scale) {
+			t.Fatalf("mlx: rank %d, num_layers %d, scale %v", *c.Params.Rank, *c.NumLayers, *c.Params.Scale)
+		}
+	})
 }
