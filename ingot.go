@@ -59,6 +59,12 @@ type Options struct {
 	Threads int          // CPU threads; 0: every physical core
 	Quant   string       // quantize float weights on load: "" (keep), "q4" or "q8" (MLX affine, group 64)
 	Logger  *slog.Logger // load and lifecycle messages; nil: none
+	// Fuse is a LoRA adapter's directory to merge into the weights as they
+	// load, W + s·B·A (checkpoints of float weights only; with Quant the
+	// merged weights are quantized): the model runs at the base's speed
+	// and serves only the adapted weights. "": none. [Model.LoadAdapter]
+	// applies an adapter unfused instead.
+	Fuse string
 }
 
 // validate checks o and returns Quant's bits (0: none).
@@ -116,7 +122,7 @@ func Load(ctx context.Context, dir string, o Options) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := model.Load(ctx, dir, model.Options{Backend: b, Quant: bits, Logger: o.Logger})
+	m, err := model.Load(ctx, dir, model.Options{Backend: b, Quant: bits, Logger: o.Logger, Fuse: o.Fuse})
 	if err != nil {
 		b.Close()
 		return nil, err

@@ -31,6 +31,8 @@ type genFlags struct {
 	stops                             multiFlag
 	draft                             string // speculative decoding (speculative.go)
 	draftMax, lookup                  int
+	adapter                           string // a LoRA adapter (adapter.go)
+	fuse                              bool
 	set                               map[string]bool // the flags given on the command line
 }
 
@@ -68,6 +70,8 @@ func parseGenFlags(args []string, stderr io.Writer) (*genFlags, error) {
 	fs.StringVar(&f.draft, "draft", "", "speculative decoding with this draft model directory (the same tokenizer; e.g. a q4 copy or a smaller model of the family)")
 	fs.IntVar(&f.draftMax, "draft-max", 0, "tokens -draft drafts a round (0: 4)")
 	fs.IntVar(&f.lookup, "lookup", 0, "speculative decoding by prompt lookup: draft up to N tokens that followed the last n-gram's latest earlier occurrence (0: off)")
+	fs.StringVar(&f.adapter, "adapter", "", "a LoRA adapter directory (PEFT adapter_model.safetensors or mlx-lm adapters.safetensors, with adapter_config.json), applied unfused")
+	fs.BoolVar(&f.fuse, "fuse", false, "merge -adapter into the weights at load (float checkpoints only): the base's speed, one model")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			usage(fs, stderr)
@@ -138,6 +142,8 @@ func (f *genFlags) validate(fs *flag.FlagSet) error {
 		return usagef("-json is for one completion, not -chat")
 	case f.draft != "" && f.lookup > 0:
 		return usagef("pass -draft or -lookup, not both")
+	case f.fuse && f.adapter == "":
+		return usagef("-fuse merges -adapter DIR: pass one")
 	case f.prompt == "" && f.promptIDs == "" && !f.chat:
 		return usagef("nothing to do: pass -prompt TEXT, -prompt-ids 1,2,3 or -chat")
 	}
@@ -197,7 +203,7 @@ func generate(args []string, stdin io.Reader, stdout, stderr io.Writer, intr <-c
 	}
 
 	ctx, stop := cancelOn(intr)
-	m, err := ingot.Load(ctx, f.model, ingot.Options{Backend: f.backend, Threads: f.threads, Quant: f.quant, Logger: logger})
+	m, err := ingot.Load(ctx, f.model, ingot.Options{Backend: f.backend, Threads: f.threads, Quant: f.quant, Logger: logger, Fuse: f.fused()})
 	interrupted := ctx.Err() != nil
 	stop()
 	if err != nil {
@@ -223,6 +229,9 @@ func generate(args []string, stdin io.Reader, stdout, stderr io.Writer, intr <-c
 		return err
 	}
 	defer s.Close()
+	if err := f.setAdapter(m, s, stderr); err != nil {
+		return err
+	}
 	closeDraft, err := f.speculate(intr, m, s, stderr)
 	if err != nil {
 		return err
