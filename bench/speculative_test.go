@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ingot-llm/ingot/kernels"
 	"github.com/ingot-llm/ingot/model"
 )
 
@@ -107,9 +108,30 @@ func BenchmarkSpeculative(b *testing.B) {
 
 // BenchmarkVerify is the cost of a verification: ForwardEach over L tokens
 // (a batched forward and L head rows), per token, next to a decode step.
+//
+// INGOT_BENCH_SHAPE=llama-3.2-1b (a model.ShapeNames entry; q4 weights,
+// or INGOT_BENCH_DTYPE q8, bf16, f32) times a synthetic model of that shape instead:
+// what a verified row costs where decode reads more weights than the caches
+// hold.
 func BenchmarkVerify(b *testing.B) {
-	target, _ := benchModels(b)
-	s := benchSession(b, target, 512)
+	var s *model.Session
+	if shape := os.Getenv("INGOT_BENCH_SHAPE"); shape != "" {
+		dt, ok := map[string]kernels.DType{"": kernels.DTypeQ4, "q4": kernels.DTypeQ4, "q8": kernels.DTypeQ8, "bf16": kernels.DTypeBF16, "f32": kernels.DTypeF32}[os.Getenv("INGOT_BENCH_DTYPE")]
+		if !ok {
+			b.Fatalf("INGOT_BENCH_DTYPE %q: want q4, q8, bf16 or f32", os.Getenv("INGOT_BENCH_DTYPE"))
+		}
+		m, err := model.Synthetic(context.Background(), shape, dt, 1, model.Options{Threads: benchThreads})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { m.Close() })
+		if s, err = m.NewSession(model.SessionOptions{Context: 512}); err != nil {
+			b.Fatal(err)
+		}
+	} else {
+		target, _ := benchModels(b)
+		s = benchSession(b, target, 512)
+	}
 	ctx := context.Background()
 	prefix := make([]int32, 64)
 	for i := range prefix {
