@@ -18,7 +18,8 @@ type Speculation struct {
 	// Tokens is the most tokens drafted a round; 0: 4, of 2, 4 and 8 the
 	// fastest on the CPU (bench/speculative_test.go).
 	Tokens int
-	// Ngram is prompt lookup's longest n-gram (then shorter, down to 1); 0: 3.
+	// Ngram is prompt lookup's longest n-gram (then shorter, down to 2; 1
+	// only when Ngram is 1); 0: 3.
 	Ngram int
 }
 

@@ -285,6 +285,7 @@ func TestSpeculativeDistribution(t *testing.T) {
 			{"draft-k2", 4, Speculation{Draft: draft, Tokens: 2}}, // t2, t3 drafted
 			{"draft-k1", 3, Speculation{Draft: draft, Tokens: 1}}, // t3 the bonus token when d2 is accepted
 			{"lookup-k2", 4, Speculation{Tokens: 2, Ngram: 2}},
+			{"lookup-n1", 4, Speculation{Tokens: 2, Ngram: 1}}, // more drafts, more accepted
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				counts := draw(GenerateOptions{Temperature: 1, MaxTokens: tc.max, IgnoreEOS: true}, &tc.sp)
