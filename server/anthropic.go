@@ -175,6 +175,9 @@ func parseMessagesRequest(r *http.Request, l *loaded) (*messagesJob, error) {
 	if err := decodeBody(r, &req); err != nil {
 		return nil, err
 	}
+	if err := l.pick(r, req.Model); err != nil {
+		return nil, err
+	}
 	msgs, p, err := req.parse()
 	if err != nil {
 		return nil, err
@@ -217,11 +220,11 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) error {
 	defer sl.release()
 	o := p.opts
 	o.MaxTokens = gen
-	seq := &sequence{prompt: ids, opts: o, grammar: j.grammar}
+	seq := &sequence{prompt: ids, opts: o, grammar: j.grammar, adapter: rq.adapter}
 	if j.grammar != nil {
 		seq.vocab = rq.l.vocab()
 	}
-	msg := anthropicResponse{ID: "msg_" + rq.id, Type: "message", Role: "assistant", Model: s.cfg.ModelName,
+	msg := anthropicResponse{ID: "msg_" + rq.id, Type: "message", Role: "assistant", Model: rq.model,
 		Content: []anthropicBlock{}, Usage: anthropicUsage{InputTokens: len(ids)}}
 	if !j.stream {
 		co, err := s.runChoice(ctx, rq, sl, seq, p.stops, func(string, *step) error { return nil })

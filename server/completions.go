@@ -170,6 +170,9 @@ func parseCompletion(r *http.Request, l *loaded) (*completionJob, error) {
 	if err := decodeBody(r, req); err != nil {
 		return nil, err
 	}
+	if err := l.pick(r, req.Model); err != nil {
+		return nil, err
+	}
 	var err error
 	if j.p, err = req.sampling.parse(); err != nil {
 		return nil, err
@@ -223,7 +226,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
 	}
 	defer sl.release()
 
-	id, created, name := "cmpl-"+rq.id, time.Now().Unix(), s.cfg.ModelName
+	id, created, name := "cmpl-"+rq.id, time.Now().Unix(), rq.model
 	includeUsage := req.Stream && req.StreamOptions != nil && req.StreamOptions.IncludeUsage
 	var e *sseWriter
 	if req.Stream {
@@ -243,7 +246,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
 			index := pi*p.n + i
 			o := p.opts
 			o.MaxTokens, o.Seed, o.Logprobs = gens[pi], seedFor(p.seed, i), logprobs
-			seq := &sequence{prompt: pr.ids, opts: o, topK: k, scorePrompt: req.Echo && logprobs, scoreTopK: k}
+			seq := &sequence{prompt: pr.ids, opts: o, topK: k, scorePrompt: req.Echo && logprobs, scoreTopK: k, adapter: rq.adapter}
 			if gens[pi] == 0 && !seq.scorePrompt {
 				// nothing to run: an empty completion (or the prompt, with echo)
 				c := completionChoice{Index: index, FinishReason: ptr("length")}

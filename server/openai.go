@@ -303,6 +303,9 @@ func parseChat(r *http.Request, l *loaded) (*chatJob, error) {
 	if err := decodeBody(r, &req); err != nil {
 		return nil, err
 	}
+	if err := l.pick(r, req.Model); err != nil {
+		return nil, err
+	}
 	msgs, err := parseMessages(req.Messages)
 	if err != nil {
 		return nil, err
@@ -375,11 +378,11 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	}
 	defer sl.release()
 
-	id, created, name := "chatcmpl-"+rq.id, time.Now().Unix(), s.cfg.ModelName
+	id, created, name := "chatcmpl-"+rq.id, time.Now().Unix(), rq.model
 	seqFor := func(i int) *sequence {
 		o := p.opts
 		o.MaxTokens, o.Seed, o.Logprobs = gen, seedFor(p.seed, i), logprobs
-		seq := &sequence{prompt: ids, opts: o, topK: topK, grammar: j.grammar}
+		seq := &sequence{prompt: ids, opts: o, topK: topK, grammar: j.grammar, adapter: rq.adapter}
 		if j.grammar != nil {
 			seq.vocab = rq.l.vocab()
 		}

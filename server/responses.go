@@ -137,6 +137,9 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(r, &req); err != nil {
 		return err
 	}
+	if err := rq.l.pick(r, req.Model); err != nil {
+		return err
+	}
 	msgs, p, err := req.parse()
 	if err != nil {
 		return err
@@ -158,9 +161,9 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 	defer sl.release()
 	o := p.opts
 	o.MaxTokens = gen
-	seq := &sequence{prompt: ids, opts: o}
+	seq := &sequence{prompt: ids, opts: o, adapter: rq.adapter}
 	resp := responseObject{ID: "resp_" + rq.id, Object: "response", CreatedAt: time.Now().Unix(), Status: "in_progress",
-		Model: s.cfg.ModelName, Output: []responseMessage{}}
+		Model: rq.model, Output: []responseMessage{}}
 	item := responseMessage{Type: "message", ID: "msg_" + rq.id, Status: "in_progress", Role: "assistant", Content: []responsePart{}}
 	finish := func(co choiceOut) {
 		resp.Status, item.Status = "completed", "completed"

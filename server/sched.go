@@ -67,6 +67,7 @@ type sequence struct {
 	// complete, and EOS ends the sequence even with IgnoreEOS.
 	grammar *constrain.Grammar
 	vocab   *constrain.Vocab
+	adapter *ingot.Adapter // the LoRA adapter the request named; nil: the base model
 }
 
 // A step is one generated (or, in seqResult.prompt, one prompt) token with
@@ -198,6 +199,9 @@ func (sl *poolSlot) forget() {
 
 func (sl *poolSlot) run(ctx context.Context, seq *sequence, emit func(step) bool) (seqResult, error) {
 	sl.forget()
+	if err := sl.s.SetAdapter(seq.adapter); err != nil { // a no-op unless it changes
+		return seqResult{}, err
+	}
 	raw := sl.s.Raw()
 	if !seq.scorePrompt && !seq.opts.Logprobs && seq.grammar == nil {
 		// The session's own loop: device argmax, top-k and pipelining apply.

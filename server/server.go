@@ -9,9 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,9 +34,16 @@ type Config struct {
 	ModelDir    string        // model directory; "": the built-in demo model
 	LoadOptions ingot.Options // backend, threads, quantization for loading ModelDir
 	// ModelName is the id /v1/models lists and responses carry; "": the
-	// directory's base name ("tinycode-llama" for the demo). Requests may
-	// name any model: there is one.
+	// directory's base name ("tinycode-llama" for the demo). Without
+	// Adapters, requests may name any model: there is one.
 	ModelName string
+	// Adapters are LoRA adapters served beside the base model, loaded
+	// once and applied unfused, so they share its weights. A request runs
+	// with the adapter its "model" field names (the convention of vLLM's
+	// and LoRAX's per-request LoRA); ModelName (or no name) runs the base;
+	// with adapters, any other name is a 404 model_not_found. /v1/models
+	// lists them after the base.
+	Adapters []AdapterDir
 
 	Parallel int                  // sessions, so requests run at once; 0: 4
 	Session  ingot.SessionOptions // each session's context window and KV cache type
@@ -45,6 +54,13 @@ type Config struct {
 	RequestTimeout time.Duration // a request's whole run; 0: 10 minutes
 	ShutdownGrace  time.Duration // how long Run lets in-flight requests finish; 0: 30 s
 	Logger         *slog.Logger  // request and lifecycle logs; nil: none
+}
+
+// AdapterDir names a LoRA adapter's directory (PEFT or mlx-lm files) for
+// [Config.Adapters].
+type AdapterDir struct {
+	Name string // the model id requests select it by
+	Dir  string
 }
 
 // applyDefaults fills the zero fields and validates, naming every bad field.
@@ -89,6 +105,16 @@ func (c *Config) applyDefaults() error {
 			c.ModelName = filepath.Base(filepath.Clean(c.ModelDir))
 		}
 	}
+	seen := map[string]bool{c.ModelName: true}
+	for i, a := range c.Adapters {
+		switch {
+		case a.Name == "" || a.Dir == "":
+			errs = append(errs, fmt.Errorf("server: adapters[%d]: want a name and a directory, got %q=%q", i, a.Name, a.Dir))
+		case seen[a.Name]:
+			errs = append(errs, fmt.Errorf("server: adapters[%d]: the name %q is taken (by the base model or another adapter)", i, a.Name))
+		}
+		seen[a.Name] = true
+	}
 	return errors.Join(errs...)
 }
 
@@ -125,6 +151,8 @@ type loaded struct {
 	// toolFormat is how the model writes tool calls, chosen by its
 	// vocabulary: the format a forced call is constrained to.
 	toolFormat toolFormat
+	name       string                    // the base model's id (Config.ModelName)
+	adapters   map[string]*ingot.Adapter // by name (Config.Adapters)
 }
 
 // vocab returns the model's vocabulary for constrained decoding.
@@ -186,6 +214,15 @@ func (s *Server) Load(ctx context.Context) error {
 		return fail(err)
 	}
 	l.toolFormat = modelToolFormat(l.tok)
+	l.name, l.adapters = s.cfg.ModelName, map[string]*ingot.Adapter{}
+	for _, a := range s.cfg.Adapters {
+		ad, err := l.model.LoadAdapter(a.Dir)
+		if err != nil {
+			return fail(fmt.Errorf("server: adapter %q: %w", a.Name, err))
+		}
+		l.adapters[a.Name] = ad
+		s.log.Info("adapter loaded", "name", a.Name, "dir", a.Dir, "bytes", ad.Bytes())
+	}
 	p, err := newPool(l.model, s.cfg.Parallel, s.cfg.MaxQueue, s.cfg.Session)
 	if err != nil {
 		return fail(err)
@@ -306,11 +343,34 @@ type request struct {
 	generated int // generated tokens
 	firstTok  time.Time
 	lastTok   time.Time
+	model     string         // the model id the response carries: the base's or an adapter's (loaded.pick)
+	adapter   *ingot.Adapter // the adapter the request named; nil: the base
 }
 
 type ctxKey struct{}
 
 func reqOf(ctx context.Context) *request { r, _ := ctx.Value(ctxKey{}).(*request); return r }
+
+// pick sets r's request to run the model its body's "model" field names:
+// an adapter by its name, else the base (ModelName, "", or without
+// adapters any name). An unknown name with adapters is a 404
+// model_not_found, as OpenAI answers.
+func (l *loaded) pick(r *http.Request, name string) error {
+	rq := reqOf(r.Context())
+	if rq == nil { // a handler's parser called alone (tests)
+		rq = &request{}
+	}
+	rq.model, rq.adapter = l.name, nil
+	if a, ok := l.adapters[name]; ok {
+		rq.model, rq.adapter = name, a
+		return nil
+	}
+	if name == "" || name == l.name || len(l.adapters) == 0 {
+		return nil
+	}
+	return &apiError{status: http.StatusNotFound, typ: "invalid_request_error", code: "model_not_found", param: "model",
+		message: fmt.Sprintf("no model %q: this server serves %q and the adapters %q", name, l.name, slices.Sorted(maps.Keys(l.adapters)))}
+}
 
 // statusWriter records the status for logs and metrics.
 type statusWriter struct {
@@ -344,7 +404,7 @@ func (s *Server) wrap(kind api, h func(http.ResponseWriter, *http.Request) error
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.wg.Add(1)
 		defer s.wg.Done()
-		rq := &request{id: s.newID(), start: time.Now()}
+		rq := &request{id: s.newID(), start: time.Now(), model: s.cfg.ModelName}
 		rq.log = s.log.With("request_id", rq.id)
 		sw := &statusWriter{ResponseWriter: w}
 		w = sw
@@ -460,22 +520,33 @@ type modelObject struct {
 	Object  string `json:"object"` // "model"
 	Created int64  `json:"created"`
 	OwnedBy string `json:"owned_by"`
+	Parent  string `json:"parent,omitempty"` // an adapter's base model (vLLM's field)
+	Root    string `json:"root,omitempty"`   // an adapter's directory
 }
 
-func (s *Server) modelObject() modelObject {
-	return modelObject{ID: s.cfg.ModelName, Object: "model", Created: s.ready.Load().created, OwnedBy: "ingot"}
+// modelObjects returns the base model's entry, then each adapter's.
+func (s *Server) modelObjects() []modelObject {
+	created := s.ready.Load().created
+	out := []modelObject{{ID: s.cfg.ModelName, Object: "model", Created: created, OwnedBy: "ingot"}}
+	for _, a := range s.cfg.Adapters {
+		out = append(out, modelObject{ID: a.Name, Object: "model", Created: created, OwnedBy: "ingot", Parent: s.cfg.ModelName, Root: a.Dir})
+	}
+	return out
 }
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []modelObject{s.modelObject()}})
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": s.modelObjects()})
 	return nil
 }
 
 func (s *Server) model(w http.ResponseWriter, r *http.Request) error {
-	if id := r.PathValue("id"); id != s.cfg.ModelName {
-		return &apiError{status: http.StatusNotFound, typ: "invalid_request_error", code: "model_not_found", param: "model",
-			message: fmt.Sprintf("no model %q (this server serves %q)", id, s.cfg.ModelName)}
+	id := r.PathValue("id")
+	for _, m := range s.modelObjects() {
+		if m.ID == id {
+			writeJSON(w, http.StatusOK, m)
+			return nil
+		}
 	}
-	writeJSON(w, http.StatusOK, s.modelObject())
-	return nil
+	return &apiError{status: http.StatusNotFound, typ: "invalid_request_error", code: "model_not_found", param: "model",
+		message: fmt.Sprintf("no model %q (this server serves %q)", id, s.cfg.ModelName)}
 }

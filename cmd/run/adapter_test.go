@@ -80,3 +80,13 @@ func TestAdapterCLI(t *testing.T) {
 		t.Errorf("-adapter of an empty folder: exit %d, %q", code, errb.String())
 	}
 }
+
+// TestServeAdapterFlag: -adapter takes NAME=DIR.
+func TestServeAdapterFlag(t *testing.T) {
+	for _, a := range []string{"nodir", "=dir", "name="} {
+		var out, errb bytes.Buffer
+		if code := run([]string{"serve", "-adapter", a}, strings.NewReader(""), &out, &errb, nil); code != exitUsage || !strings.Contains(errb.String(), "-adapter") {
+			t.Errorf("-adapter %s: exit %d, %q", a, code, errb.String())
+		}
+	}
+}

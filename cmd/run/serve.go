@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/ingot-llm/ingot"
@@ -17,10 +18,12 @@ import (
 
 const serveUsage = `usage: run serve [-model DIR] [-addr 127.0.0.1:8080] [-parallel N] [-ctx N] [-kv f16|f32]
                  [-api-key KEY] [-max-queue Q] [-timeout D] [-backend B] [-threads N]
+                 [-adapter NAME=DIR]...
 
 Serves the model over HTTP with OpenAI's API (/v1/chat/completions,
 /v1/completions, /v1/models) and Anthropic's (/v1/messages), plus /health and
-Prometheus /metrics; see docs/server.md. It listens at once (/health answers
+Prometheus /metrics; see docs/server.md. Each -adapter serves a LoRA adapter
+beside the base model: a request whose "model" is NAME runs with it. It listens at once (/health answers
 503 until the model is loaded). SIGINT or SIGTERM stops accepting, lets the
 requests in flight finish for -grace, cancels the rest and exits 0.
 
@@ -43,6 +46,8 @@ func runServe(args []string, stderr io.Writer, intr <-chan os.Signal) int {
 	backend := fs.String("backend", "auto", "compute backend: auto, cpu, metal, cuda or metal-emu")
 	threads := fs.Int("threads", 0, fmt.Sprintf("CPU threads, at most %d here (0: all cores)", runtime.NumCPU()))
 	verbose := fs.Bool("v", false, "log every request (default: warnings and lifecycle only)")
+	var adapters multiFlag
+	fs.Var(&adapters, "adapter", "serve a LoRA adapter as `NAME=DIR` (repeatable): requests with \"model\": NAME run with it")
 	usage := func() {
 		fmt.Fprint(stderr, serveUsage)
 		fs.SetOutput(stderr)
@@ -87,6 +92,15 @@ func runServe(args []string, stderr io.Writer, intr <-chan os.Signal) int {
 	if _, _, err := net.SplitHostPort(*addr); err != nil {
 		return bad("addr", "host:port")
 	}
+	var ads []server.AdapterDir
+	for _, a := range adapters {
+		name, dir, ok := strings.Cut(a, "=")
+		if !ok || name == "" || dir == "" {
+			fmt.Fprintf(stderr, "run serve: -adapter %s: want NAME=DIR\n", a)
+			return exitUsage
+		}
+		ads = append(ads, server.AdapterDir{Name: name, Dir: dir})
+	}
 	if *apiKey == "" {
 		*apiKey = os.Getenv("INGOT_API_KEY")
 	}
@@ -103,6 +117,7 @@ func runServe(args []string, stderr io.Writer, intr <-chan os.Signal) int {
 		ModelDir: *modelDir, LoadOptions: ingot.Options{Backend: *backend, Threads: *threads},
 		Parallel: *parallel, Session: ingot.SessionOptions{Context: *ctxLen, KV: *kv}, MaxQueue: q,
 		APIKey: *apiKey, RequestTimeout: *timeout, ShutdownGrace: max(*grace, time.Nanosecond), Logger: log,
+		Adapters: ads,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "run serve:", err)
