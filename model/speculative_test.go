@@ -63,10 +63,14 @@ func TestSpeculativeGreedy(t *testing.T) {
 				if want := append(slices.Clone(p.PromptIDs), got[:len(got)-1]...); !slices.Equal(s.Cached(), want) {
 					t.Errorf("prompt %d: the cache holds %d tokens, want the prompt and the output but its last (%d)", i, len(s.Cached()), len(want))
 				}
-				if i == 0 {
+				if i == 0 { // logprobs as Generate reports them (batched rows: 1e-4)
+					plain, err := s.Generate(ctx, p.PromptIDs, GenerateOptions{MaxTokens: len(p.OutputIDs), Logprobs: true}, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
 					for j, tk := range r.Tokens {
-						if tk.Logprob >= 0 || math.IsNaN(float64(tk.Logprob)) {
-							t.Errorf("token %d: logprob %v", j, tk.Logprob)
+						if d := math.Abs(float64(tk.Logprob - plain.Tokens[j].Logprob)); !(d <= 1e-4) || tk.Logprob >= 0 {
+							t.Errorf("token %d: logprob %v, Generate's %v", j, tk.Logprob, plain.Tokens[j].Logprob)
 						}
 					}
 				}
