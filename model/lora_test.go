@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -153,9 +154,11 @@ func TestLoraReference(t *testing.T) {
 	}
 }
 
-// TestLoraMetal runs the PEFT adapter on the Metal kernels (the MSL
-// interpreter; the GPU with INGOT_TEST_BACKEND): every position's logits and
-// a few greedy tokens, the session switching to the base and back.
+// TestLoraMetal runs both adapters' formats on lora-llama3 and lora-qwen2 on
+// the Metal kernels (the MSL interpreter; the GPU with INGOT_TEST_BACKEND):
+// every position's logits (prefill chunks of 8 rows through the tiled
+// matmul, then the decode path), the greedy chain through the cache, the
+// taps, and the session switching to the base and back.
 func TestLoraMetal(t *testing.T) {
 	name := os.Getenv("INGOT_TEST_BACKEND")
 	if name == "" || name == "metal-emu" {
@@ -167,38 +170,46 @@ func TestLoraMetal(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	dir, base, ref, lr := readLoraRef(t, "lora-llama3")
-	want := readLogits(t, dir, ref.LogitsShape)
-	s := open(t, base, Options{Backend: b}, SessionOptions{Context: 32, Batch: 8})
-	for _, format := range []string{"peft", "mlx"} {
-		a, err := s.Model().LoadAdapter(adapterDirs(dir)[format])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.SetAdapter(a); err != nil {
-			t.Fatal(err)
-		}
-		if format == "mlx" { // the greedy chain through the cache, a few steps
-			r, err := s.Generate(context.Background(), ref.InputIDs, GenerateOptions{MaxTokens: 4, IgnoreEOS: true}, nil)
-			if err != nil {
-				t.Fatal(err)
+	for _, c := range []string{"lora-llama3", "lora-qwen2"} {
+		t.Run(c, func(t *testing.T) {
+			dir, base, ref, lr := readLoraRef(t, c)
+			want := readLogits(t, dir, ref.LogitsShape)
+			s := open(t, base, Options{Backend: b}, SessionOptions{Context: 48, Batch: 8})
+			for _, format := range []string{"peft", "mlx"} {
+				a, err := s.Model().LoadAdapter(adapterDirs(dir)[format])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s.SetAdapter(a); err != nil {
+					t.Fatal(err)
+				}
+				checkAllLogits(t, s, ref.InputIDs, want)
+				checkGreedy(t, s, ref)
+				s.Truncate(0)
+				tp, err := s.ForwardTaps(context.Background(), ref.InputIDs, TapOptions{Layers: []int{0, 2}, Norm: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for j, i := range []int{0, 2} {
+					if d := maxAbs(tp.Residual[j], ref.ResidualLast[i]); d > logitTol {
+						t.Errorf("%s: residual %d max-abs %g", format, i, d)
+					}
+				}
+				if d := maxAbs(tp.Norm, ref.HiddenLast); d > logitTol {
+					t.Errorf("%s: final norm max-abs %g", format, d)
+				}
+				if err := s.SetAdapter(nil); err != nil {
+					t.Fatal(err)
+				}
+				got, err := s.Forward(context.Background(), ref.InputIDs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d := maxAbs(got, lr.BaseLogitsLast); d > logitTol {
+					t.Errorf("base: last logits max-abs %g", d)
+				}
 			}
-			if ids := tokenIDsOf(r.Tokens); !slices.Equal(ids, ref.GreedyNoStop[:4]) {
-				t.Errorf("greedy: got %v, want %v", ids, ref.GreedyNoStop[:4])
-			}
-			continue
-		}
-		checkAllLogits(t, s, ref.InputIDs, want) // prefill chunks of 8 rows (matmul), then the decode path
-		if err := s.SetAdapter(nil); err != nil {
-			t.Fatal(err)
-		}
-		got, err := s.Forward(context.Background(), ref.InputIDs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d := maxAbs(got, lr.BaseLogitsLast); d > logitTol {
-			t.Errorf("base: last logits max-abs %g", d)
-		}
+		})
 	}
 }
 
@@ -501,4 +512,82 @@ func FuzzAdapterConfig(f *testing.F) {
 			t.Fatalf("mlx: rank %d, num_layers %d, scale %v", *c.Params.Rank, *c.NumLayers, *c.Params.Scale)
 		}
 	})
+}
+
+// TestLoraPatterns: rank_pattern, alpha_pattern and use_rslora scale each
+// module as PEFT does. Adapter X (r 4, alpha 8, rsLoRA: s = 8/√4 = 4; q_proj
+// alpha 16: s = 8; layer 1's down_proj rank 2: s = 8/√2) must equal adapter
+// Y (plain r 4, alpha 16: s = 4) holding the same matrices with q_proj's B
+// ×2 and down_proj's padded to rank 4 with zeros, B ×√2.
+func TestLoraPatterns(t *testing.T) {
+	_, base, ref, _ := readLoraRef(t, "lora-llama3")
+	s := open(t, base, Options{Threads: 2}, SessionOptions{Context: 64})
+	c := s.Model().Config
+	rng := rand.New(rand.NewPCG(3, 4))
+	xs, ys := map[string]*stTensor{}, map[string]*stTensor{}
+	for i := range c.NumLayers {
+		for mod := range loraTargets {
+			in, out, _ := loraDims(c, mod)
+			if len(loraTargets[mod]) > 1 {
+				continue // fused: Phi-3's
+			}
+			p := fmt.Sprintf("base_model.model.model.layers.%d.%s.lora_", i, mod)
+			r, bScale := 4, float32(1)
+			switch {
+			case mod == "self_attn.q_proj":
+				bScale = 2
+			case mod == "mlp.down_proj" && i == 1:
+				r, bScale = 2, float32(math.Sqrt2)
+			}
+			a, b := randTensor(rng, 0.1, r, in), randTensor(rng, 0.05, out, r)
+			xs[p+"A.weight"], xs[p+"B.weight"] = a, b
+			af, bf := bytesF32(a.Data), bytesF32(b.Data)
+			pa, pb := make([]float32, 4*in), make([]float32, out*4)
+			copy(pa, af) // rows past r stay 0
+			for o := range out {
+				for k := range r {
+					pb[o*4+k] = bf[o*r+k] * bScale
+				}
+			}
+			ys[p+"A.weight"] = &stTensor{DType: "F32", Shape: []int{4, in}, Data: kernels.FromF32(pa, len(pa)).Data}
+			ys[p+"B.weight"] = &stTensor{DType: "F32", Shape: []int{out, 4}, Data: kernels.FromF32(pb, len(pb)).Data}
+		}
+	}
+	x, y := t.TempDir(), t.TempDir()
+	targets := []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+	writeSafetensors(t, filepath.Join(x, "adapter_model.safetensors"), xs)
+	writeJSON(t, filepath.Join(x, "adapter_config.json"), map[string]any{"peft_type": "LORA", "r": 4, "lora_alpha": 8, "use_rslora": true,
+		"target_modules": targets, "alpha_pattern": map[string]any{"q_proj": 16}, "rank_pattern": map[string]any{`layers\.1\.mlp\.down_proj`: 2}})
+	writeSafetensors(t, filepath.Join(y, "adapter_model.safetensors"), ys)
+	writeJSON(t, filepath.Join(y, "adapter_config.json"), map[string]any{"peft_type": "LORA", "r": 4, "lora_alpha": 16, "target_modules": targets})
+	var logits [2][]float32
+	for j, d := range []string{x, y} {
+		a, err := s.Model().LoadAdapter(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetAdapter(a); err != nil {
+			t.Fatal(err)
+		}
+		l, err := s.Forward(context.Background(), ref.InputIDs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logits[j] = slices.Clone(l)
+	}
+	if d := maxAbs(logits[0], logits[1]); d > 1e-5 {
+		t.Errorf("patterns: logits differ by %g from the explicit adapter", d)
+	}
+	if d := maxAbs(logits[0], ref.LogitsLast); d < 0.1 {
+		t.Errorf("the random adapter hardly moves the logits (%g)", d)
+	}
+}
+
+// bytesF32 reads little-endian float32s.
+func bytesF32(b []byte) []float32 {
+	f := make([]float32, len(b)/4)
+	for i := range f {
+		f[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return f
 }
