@@ -53,6 +53,9 @@ func (s *Session) score(ctx context.Context, prompt, completion []int32) (*Score
 	if len(prompt) == 0 || len(completion) == 0 {
 		return nil, fmt.Errorf("model: score: the prompt (%d tokens) and the completion (%d tokens) must not be empty", len(prompt), len(completion))
 	}
+	if err := s.checkIDs(completion); err != nil { // the last is scored, never run
+		return nil, fmt.Errorf("model: score: completion: %w", err)
+	}
 	seq := append(slices.Clip(prompt), completion[:len(completion)-1]...)
 	sc := &Score{Greedy: true, Tokens: make([]TokenScore, 0, len(completion))}
 	err := s.eachFrom(ctx, seq, len(prompt)-1, func(p int, logits []float32) error {
@@ -196,6 +199,9 @@ func (s *Session) RollingLogprob(ctx context.Context, tokens []int32, o RollingO
 	case len(tokens) < 2:
 		return nil, fmt.Errorf("model: rolling logprob: %d tokens: need at least 2", len(tokens))
 	}
+	if err := s.checkIDs(tokens); err != nil {
+		return nil, fmt.Errorf("model: rolling logprob: %w", err)
+	}
 	r := &Rolling{Logprobs: make([]float64, 0, len(tokens)-1)}
 	done := 1 // tokens[:done] are scored (the first never is)
 	for begin := 0; done < len(tokens); begin += o.Stride {
@@ -238,6 +244,17 @@ func (s *Session) eachFrom(ctx context.Context, seq []int32, from int, fn func(p
 		}
 	}
 	return s.forwardEach(ctx, seq[from:], func(i int, logits []float32) error { return fn(from+i, logits) })
+}
+
+// checkIDs reports the first id outside the vocabulary.
+func (s *Session) checkIDs(ids []int32) error {
+	V := int32(s.m.Config.VocabSize)
+	for i, t := range ids {
+		if t < 0 || t >= V {
+			return fmt.Errorf("token %d (at %d) is outside the vocabulary of %d", t, i, V)
+		}
+	}
+	return nil
 }
 
 // prefixOrder returns the indices of seqs sorted by their tokens, so that

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -75,6 +76,14 @@ func TestScoreReference(t *testing.T) {
 			}
 			if _, err := s.Score(ctx, ids, ids[:10]); err == nil {
 				t.Error("34 tokens in a 32-token context: no error")
+			}
+			for _, bad := range []int32{-1, int32(len(logits[0]))} {
+				if _, err := s.Score(ctx, ids[:3], []int32{ids[3], bad}); err == nil || !strings.Contains(err.Error(), "outside the vocabulary") {
+					t.Errorf("completion token %d: error %v", bad, err)
+				}
+				if _, err := s.RollingLogprob(ctx, []int32{1, 2, bad}, RollingOptions{Window: 8}); err == nil || !strings.Contains(err.Error(), "outside the vocabulary") {
+					t.Errorf("rolling over token %d: error %v", bad, err)
+				}
 			}
 		})
 	}
