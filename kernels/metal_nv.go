@@ -37,8 +37,9 @@ func shapeOf(dev metal.Device) kernelShape {
 // <sb> is the type of the (scale, bias) pairs Upload made for the NVIDIA
 // kernel: bf16 or f16 where every scale and bias is exact in it (MLX stores
 // them so; the loader widened them to f32), else f32. _xs: x staged in
-// threadgroup memory first (K ≤ 6144, see nvStageBytes). Prefill (L > 1) runs
-// matmul_<w>_f32 on every device. nvGeom holds the NVIDIA kernel's geometry.
+// threadgroup memory first (K ≤ 6144, see nvStageBytes). Prefill (L > 1) is
+// matmul_<w>_f32_nv's (kernels/metal_nv_matmul.go). nvGeom holds the NVIDIA
+// kernel's geometry.
 var matvecNVNames = [2][2][3]string{ // [staged x][q4, q8][pair type]
 	{
 		{"matvec_q4_f32_nv_bf16sb", "matvec_q4_f32_nv_f16sb", "matvec_q4_f32_nv_f32sb"},

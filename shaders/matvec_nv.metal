@@ -18,10 +18,12 @@
 //     hold different rows, each lane MVNV_RT of them (rows rs, rs + 32/lanes,
 //     …), so an x load serves MVNV_RT rows in registers and 32/lanes rows
 //     across the lanes that share its address;
-//   - before it uses any, a lane issues U = 2 (q4) or 4 (q8) loads per row, so
-//     U·16 bytes of codes and U pairs of each of its MVNV_RT rows are in
-//     flight; the loops have constant trip counts and are unrolled, so nothing
-//     indexes a private array at run time (no local memory in the PTX);
+//   - an iteration is U = 2 (q4) or 4 (q8) loads per row, so U·16 bytes of
+//     codes and U pairs of each of its MVNV_RT rows; a lane issues the next
+//     iteration's loads before it uses this one's (the first before x is
+//     staged), so two iterations are in flight; the inner loops have constant
+//     trip counts and are unrolled, so nothing indexes a private array at run
+//     time (no local memory in the PTX);
 //   - the simdgroups of a threadgroup split K (iteration i of lanes·U·CPL
 //     columns goes to simdgroup i mod nsg), so a small matrix still fills the
 //     GPU; their partial sums meet in threadgroup memory.
@@ -71,50 +73,60 @@ inline float4 mvnv_m4(uint w, uint j0) {
         as_type<float>(0x3f800000u | (((w >> (BITS * (j0 + 3))) & mask) << (23 - BITS))));
 }
 
-// mvnv_step runs one iteration of a lane: columns k0 + (u·lanes + c)·CPL for
-// u < U, of its MVNV_RT rows (codes at byte wrow[r] of w, pairs at sbrow[r] of
-// sb). GUARD: the iteration may pass K (the last one); pieces past K add 0.
-// mvnv_pad is column k's index in the staged x (_xs kernels): 4 floats of
-// padding after every 32, so the float4s that the lanes of a row read at the
-// same step (32·BITS/4 floats apart) fall in different banks.
-inline uint mvnv_pad(uint k) { return k + (k >> 5) * 4; }
-
-template <int BITS, typename P, bool GUARD, bool XS>
-__attribute__((always_inline)) inline void mvnv_step(
-        device const uchar * w, device const P * sb, device const float * x, threadgroup const float * xs,
+// mvnv_load issues the loads of one iteration of a lane: columns k0 + (u·lanes
+// + c)·CPL for u < U, of its MVNV_RT rows (codes at byte wrow[r] of w, pairs at
+// sbrow[r] of sb), into q and ab ([U][MVNV_RT], flattened). Pieces past K
+// (of the last iteration, or of none) load zeros.
+template <int BITS, typename P>
+__attribute__((always_inline)) inline void mvnv_load(
+        device const uchar * w, device const P * sb,
         thread const ulong * wrow, thread const uint * sbrow,
         uint k0, uint K, uint gshift, uint lanes, uint c,
-        thread float * acc) {
+        thread uint4 * q, thread float2 * ab) {
     constexpr uint CPL = 128 / BITS;          // codes per 16-byte load
     constexpr uint U = BITS == 4 ? 2 : 4;     // loads per row in flight
-    constexpr float SCALE = float(1u << BITS);
-    uint4  q[U][MVNV_RT];
-    float2 ab[U][MVNV_RT];
-    uint   col[U];
-    // Issue every load of the iteration first.
     #pragma unroll
     for (uint u = 0; u < U; u++) {
-        col[u] = k0 + (u * lanes + c) * CPL;
-        const bool ok = !GUARD || col[u] < K;
+        const uint col = k0 + (u * lanes + c) * CPL;
+        const bool ok = col < K;
         #pragma unroll
         for (uint r = 0; r < MVNV_RT; r++) {
-            q[u][r] = ok ? *(device const uint4 *)(w + wrow[r] + col[u] / 8 * BITS) : uint4(0);
-            ab[u][r] = ok ? mvnv_sb(sb[sbrow[r] + (col[u] >> gshift)]) : float2(0.0f);
+            q[u * MVNV_RT + r] = ok ? *(device const uint4 *)(w + wrow[r] + col / 8 * BITS) : uint4(0);
+            ab[u * MVNV_RT + r] = ok ? mvnv_sb(sb[sbrow[r] + (col >> gshift)]) : float2(0.0f);
         }
     }
+}
+
+// mvnv_pad is column k's index in the staged x (_xs kernels): 4 floats of
+// padding after every 32, so the float4s that the lanes of a row read at the
+// same step (32·BITS/4 floats apart) fall in different banks. A piece (CPL
+// columns from a multiple of CPL) never crosses a 32-column block, so its
+// columns are at mvnv_pad(its first) + i.
+inline uint mvnv_pad(uint k) { return k + (k >> 5) * 4; }
+
+// mvnv_dot adds the iteration at k0, whose codes and pairs mvnv_load fetched,
+// into acc, reading x (or its staged copy xs) for the same columns; pieces
+// past K add 0.
+template <int BITS, bool XS>
+__attribute__((always_inline)) inline void mvnv_dot(
+        device const float * x, threadgroup const float * xs,
+        thread const uint4 * q, thread const float2 * ab,
+        uint k0, uint K, uint lanes, uint c,
+        thread float * acc) {
+    constexpr uint CPL = 128 / BITS;
+    constexpr uint U = BITS == 4 ? 2 : 4;
+    constexpr float SCALE = float(1u << BITS);
     #pragma unroll
     for (uint u = 0; u < U; u++) {
-        const bool ok = !GUARD || col[u] < K;
-        device const float4 * xp = (device const float4 *)(x + col[u]);
+        const uint col = k0 + (u * lanes + c) * CPL;
+        const bool ok = col < K;
+        device const float4 * xp = (device const float4 *)(x + col);
+        threadgroup const float4 * sp = (threadgroup const float4 *)(xs + mvnv_pad(col));
         float4 xv[CPL / 4];
         float4 s4 = float4(0.0f);
         #pragma unroll
         for (uint i = 0; i < CPL / 4; i++) {
-            if (XS) {
-                xv[i] = ok ? *(threadgroup const float4 *)(xs + mvnv_pad(col[u] + 4 * i)) : float4(0.0f);
-            } else {
-                xv[i] = ok ? xp[i] : float4(0.0f);
-            }
+            xv[i] = !ok ? float4(0.0f) : XS ? sp[i] : xp[i];
             s4 += xv[i];
         }
         const float sx = (s4.x + s4.y) + (s4.z + s4.w);
@@ -124,11 +136,12 @@ __attribute__((always_inline)) inline void mvnv_step(
             #pragma unroll
             for (uint i = 0; i < CPL / 4; i++) {
                 // codes 4i … 4i+3: word 4i/(32/BITS), from code 4i mod (32/BITS)
-                const uint wd = q[u][r][i * BITS / 8];
+                const uint wd = q[u * MVNV_RT + r][i * BITS / 8];
                 d4 = fma(mvnv_m4<BITS>(wd, (4 * i) % (32 / BITS)), xv[i], d4);
             }
             const float dm = (d4.x + d4.y) + (d4.z + d4.w);
-            acc[r] = fma(ab[u][r].x * SCALE, dm - sx, fma(ab[u][r].y, sx, acc[r]));
+            const float2 p = ab[u * MVNV_RT + r];
+            acc[r] = fma(p.x * SCALE, dm - sx, fma(p.y, sx, acc[r]));
         }
     }
 }
@@ -185,6 +198,18 @@ kernel void matvec_q_nv(
         sbrow[r] = n * ng;
         acc[r] = 0.0f;
     }
+    // The first iteration's loads go out before x is staged, and each
+    // iteration's loads before the previous one's arithmetic: a lane keeps
+    // two iterations' codes in flight (a decode mat-vec lasts a few memory
+    // latencies, so what waits for what decides its time). Every iteration
+    // runs the one guarded body: on the H100 a second, unguarded copy of it
+    // (or a loop unrolled by two) made the q4 kernel slower, not faster.
+    const uint step = lanes * U * CPL; // columns per iteration
+    const uint stride = nsg * step;    // between a simdgroup's iterations
+    uint k0 = sg * step;
+    uint4  q[U * MVNV_RT], q1[U * MVNV_RT];
+    float2 ab[U * MVNV_RT], ab1[U * MVNV_RT];
+    mvnv_load<BITS, P>(w, sb, wrow, sbrow, k0, K, args.group_shift, lanes, c, q, ab);
     if (XS) { // x (K floats, K a multiple of 4) into xs, 8 float4 loads in flight a thread
         const uint n4 = K / 4, ntg = nsg * 32, t = sg * 32 + lane;
         device const float4 * x4 = (device const float4 *)x;
@@ -203,13 +228,14 @@ kernel void matvec_q_nv(
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
     }
-    const uint step = lanes * U * CPL; // columns per iteration
-    uint k0 = sg * step;
-    for (; k0 + step <= K; k0 += nsg * step) {
-        mvnv_step<BITS, P, false, XS>(w, sb, x, xs, wrow, sbrow, k0, K, args.group_shift, lanes, c, acc);
-    }
-    if (k0 < K) { // the partial last iteration, in at most one simdgroup
-        mvnv_step<BITS, P, true, XS>(w, sb, x, xs, wrow, sbrow, k0, K, args.group_shift, lanes, c, acc);
+    for (; k0 < K; k0 += stride) { // q, ab hold iteration k0
+        mvnv_load<BITS, P>(w, sb, wrow, sbrow, k0 + stride, K, args.group_shift, lanes, c, q1, ab1);
+        mvnv_dot<BITS, XS>(x, xs, q, ab, k0, K, lanes, c, acc);
+        #pragma unroll
+        for (uint i = 0; i < U * MVNV_RT; i++) {
+            q[i] = q1[i];
+            ab[i] = ab1[i];
+        }
     }
     // Sum the lanes of each row: a butterfly over the low lane bits.
     #pragma unroll
