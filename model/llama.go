@@ -707,6 +707,9 @@ func (m *llama) decoder(b kernels.Backend, s *acts, c *cache, pos int) {
 				s.lora.apply(b, i, slotQ, s.q, s.h)
 				s.lora.apply(b, i, slotK, s.k, s.h)
 				s.lora.apply(b, i, slotV, s.v, s.h)
+				if l.wg != nil {
+					s.lora.apply(b, i, slotAttnGate, s.gate, s.h)
+				}
 			}
 			if l.qNorm != nil {
 				b.RMSNorm(s.qh, s.qh, l.qNorm, eps) // per head (Dh)

@@ -47,8 +47,12 @@ const (
 	slotGate
 	slotUp
 	slotDown
+	slotAttnGate // Qwen3.5's attention gate: the gate rows of its q_proj
 	nSlots
 )
+
+// slotNames names the slots in errors.
+var slotNames = [nSlots]string{"q", "k", "v", "o", "gate", "up", "down", "attention gate"}
 
 // loraProj is one slot's adapter: dst += (x·Aᵀ)·(s·B)ᵀ. Slots fed by one
 // fused module share a.
@@ -110,19 +114,27 @@ func loraDims(c *Config, name string) (in, out int, ok bool) {
 	return 0, 0, false
 }
 
-// slotRows returns the rows of a module's output (out, as loraDims gives it)
-// that slot j of loraTargets[name] receives.
-func slotRows(c *Config, name string, j int) (r0, r1 int) {
-	q, kv, F := c.NumHeads*c.HeadDim, c.NumKVHeads*c.HeadDim, c.IntermediateSize
-	switch name {
-	case "self_attn.qkv_proj":
-		r := [3][2]int{{0, q}, {q, q + kv}, {q + kv, q + 2*kv}}[j]
-		return r[0], r[1]
-	case "mlp.gate_up_proj":
-		return j * F, (j + 1) * F
+// loraSlots returns the output slots module name feeds in this model and,
+// per slot, the rows of the module's output (out, as loraDims gives it) it
+// receives: the whole output, or a fused module's rows split as the model
+// splits its weight (loadPhi3, loadGatedQ).
+func (m *llama) loraSlots(name string) ([]int, [][][2]int) {
+	c := m.cfg
+	q, kv, F, Dh := c.NumHeads*c.HeadDim, c.NumKVHeads*c.HeadDim, c.IntermediateSize, c.HeadDim
+	switch {
+	case name == "self_attn.qkv_proj":
+		return loraTargets[name], [][][2]int{{{0, q}}, {{q, q + kv}}, {{q + kv, q + 2*kv}}}
+	case name == "mlp.gate_up_proj":
+		return loraTargets[name], [][][2]int{{{0, F}}, {{F, 2 * F}}}
+	case name == "self_attn.q_proj" && m.arch.qwen35: // each head's query rows, then its gate rows
+		qr, gr := make([][2]int, c.NumHeads), make([][2]int, c.NumHeads)
+		for h := range c.NumHeads {
+			qr[h], gr[h] = [2]int{2 * h * Dh, 2*h*Dh + Dh}, [2]int{2*h*Dh + Dh, 2 * (h + 1) * Dh}
+		}
+		return []int{slotQ, slotAttnGate}, [][][2]int{qr, gr}
 	}
 	_, out, _ := loraDims(c, name)
-	return 0, out
+	return loraTargets[name], [][][2]int{{{0, out}}}
 }
 
 // peftConfig is the part of PEFT's adapter_config.json ingot reads.
@@ -549,14 +561,14 @@ func (m *Model) LoadAdapter(dir string) (*Adapter, error) {
 			return nil, err
 		}
 		bt := kernels.FromF32(md.b, md.out, md.r)
-		for j, slot := range loraTargets[md.name] {
-			r0, r1 := slotRows(m.Config, md.name, j)
-			bs, err := up(name+" B", bt.Rows(r0, r1))
+		slots, rows := m.net.loraSlots(md.name)
+		for j, slot := range slots {
+			bs, err := up(name+" B", gatherRows(bt, rows[j]))
 			if err != nil {
 				return nil, err
 			}
 			if a.layers[md.layer][slot] != nil {
-				return nil, fmt.Errorf("model: adapter %s adapts layer %d's %s twice (%s and a fused module)", dir, md.layer, [nSlots]string{"q", "k", "v", "o", "gate", "up", "down"}[slot], md.name)
+				return nil, fmt.Errorf("model: adapter %s adapts layer %d's %s twice (%s and a fused module)", dir, md.layer, slotNames[slot], md.name)
 			}
 			a.layers[md.layer][slot] = &loraProj{a: at, b: bs}
 		}
@@ -583,8 +595,6 @@ func (m *llama) canAdapt(i int, name string) error {
 		return no("this model has separate projections, not fused ones")
 	case m.arch.fusedPhi3 && name != "self_attn.o_proj" && name != "mlp.down_proj" && len(loraTargets[name]) == 1:
 		return no("this model stores qkv_proj and gate_up_proj fused: target those")
-	case name == "self_attn.q_proj" && l.wg != nil:
-		return no("a gated query projection (Qwen3.5) is not supported unfused: load with Options.Fuse")
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -286,47 +287,63 @@ func TestLoraQuantized(t *testing.T) {
 	}
 }
 
-// TestLoraPhi3 adapts Phi-3's fused qkv_proj and gate_up_proj (and o_proj,
-// down_proj) with a random PEFT adapter: the unfused run, splitting B's
-// rows as the model splits the fused weights, equals merging W + s·B·A at
-// load, and differs from the base.
-func TestLoraPhi3(t *testing.T) {
-	base, ref := readRef(t, "phi3")
-	s := open(t, base, Options{Threads: 2}, SessionOptions{Context: 64})
-	c := s.Model().Config
-	dir := t.TempDir()
-	rng := rand.New(rand.NewPCG(1, 2))
-	ts := map[string]*stTensor{}
-	const r = 3
-	for i := range c.NumLayers {
-		for _, mod := range []string{"self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj"} {
-			in, out, _ := loraDims(c, mod)
-			p := fmt.Sprintf("base_model.model.model.layers.%d.%s.lora_", i, mod)
-			ts[p+"A.weight"] = randTensor(rng, 0.1, r, in)
-			ts[p+"B.weight"] = randTensor(rng, 0.05, out, r)
-		}
-	}
-	writeSafetensors(t, filepath.Join(dir, "adapter_model.safetensors"), ts)
-	writeJSON(t, filepath.Join(dir, "adapter_config.json"), map[string]any{"peft_type": "LORA", "r": r, "lora_alpha": 6, "use_rslora": true,
-		"target_modules": []string{"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}, "bias": "none"})
-	a, err := s.Model().LoadAdapter(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.SetAdapter(a); err != nil {
-		t.Fatal(err)
-	}
-	fused := open(t, base, Options{Threads: 2, Fuse: dir}, SessionOptions{Context: 64})
-	var want [][]float32
-	if err := fused.ForwardEach(context.Background(), ref.InputIDs, func(i int, l []float32) error {
-		want = append(want, slices.Clone(l))
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	checkAllLogits(t, s, ref.InputIDs, want)
-	if d := maxAbs(want[len(want)-1], ref.LogitsLast); d < 0.05 {
-		t.Errorf("the adapter moves phi3's last logits by only %g", d)
+// TestLoraArchitectures adapts every projection LoRA can reach unfused in
+// each architecture with a random PEFT adapter (Phi-3's fused qkv_proj and
+// gate_up_proj, Qwen3.5's gated q_proj, Gemma's sandwich norms, gpt-oss's
+// biased attention, the attention of mixture-of-experts and hybrid
+// models): the unfused run, splitting B's rows as the model splits fused
+// weights, equals merging W + s·B·A at load, and differs from the base.
+func TestLoraArchitectures(t *testing.T) {
+	for _, name := range []string{"llama2", "mistral", "qwen3", "gemma", "gemma2", "gemma3", "phi3", "qwen3_moe-mixed", "gpt_oss", "qwen3_5", "qwen3_5_moe"} {
+		t.Run(name, func(t *testing.T) {
+			base, ref := readRef(t, name)
+			s := open(t, base, Options{Threads: 2}, SessionOptions{Context: 64})
+			c := s.Model().Config
+			dir := t.TempDir()
+			rng := rand.New(rand.NewPCG(1, 2))
+			ts := map[string]*stTensor{}
+			const r = 3
+			targets := map[string]bool{}
+			for i := range c.NumLayers {
+				for _, mod := range slices.Sorted(maps.Keys(loraTargets)) {
+					fused := len(loraTargets[mod]) > 1
+					attn := strings.HasPrefix(mod, "self_attn.")
+					switch {
+					case fused != s.m.net.arch.fusedPhi3 && mod != "self_attn.o_proj" && mod != "mlp.down_proj",
+						attn && c.linear(i), !attn && c.sparse(i):
+						continue
+					}
+					in, out, _ := loraDims(c, mod)
+					p := fmt.Sprintf("base_model.model.model.layers.%d.%s.lora_", i, mod)
+					ts[p+"A.weight"] = randTensor(rng, 0.1, r, in)
+					ts[p+"B.weight"] = randTensor(rng, 0.05, out, r)
+					targets[mod[strings.IndexByte(mod, '.')+1:]] = true
+				}
+			}
+			writeSafetensors(t, filepath.Join(dir, "adapter_model.safetensors"), ts)
+			writeJSON(t, filepath.Join(dir, "adapter_config.json"), map[string]any{"peft_type": "LORA", "r": r, "lora_alpha": 6,
+				"target_modules": slices.Sorted(maps.Keys(targets)), "bias": "none"})
+			a, err := s.Model().LoadAdapter(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.SetAdapter(a); err != nil {
+				t.Fatal(err)
+			}
+			fused := open(t, base, Options{Threads: 2, Fuse: dir}, SessionOptions{Context: 64})
+			var want [][]float32
+			if err := fused.ForwardEach(context.Background(), ref.InputIDs, func(i int, l []float32) error {
+				want = append(want, slices.Clone(l))
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			checkAllLogits(t, s, ref.InputIDs, want)
+			if d := maxAbs(want[len(want)-1], ref.LogitsLast); d < 0.01 {
+				t.Errorf("the adapter moves the last logits by only %g", d)
+			}
+			t.Logf("%d modules; the adapter moves the last logits by %.3g", len(ts)/2, maxAbs(want[len(want)-1], ref.LogitsLast))
+		})
 	}
 }
 
