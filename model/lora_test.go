@@ -608,3 +608,86 @@ func bytesF32(b []byte) []float32 {
 	}
 	return f
 }
+
+// randomAdapter writes a random PEFT adapter (rank 3) over the projections
+// of c's dense layers into a new folder.
+func randomAdapter(t *testing.T, c *Config, seed uint64, std float64) string {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 2))
+	ts := map[string]*stTensor{}
+	for i := range c.NumLayers {
+		for _, mod := range []string{"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"} {
+			in, out, _ := loraDims(c, mod)
+			p := fmt.Sprintf("base_model.model.model.layers.%d.%s.lora_", i, mod)
+			ts[p+"A.weight"] = randTensor(rng, std, 3, in)
+			ts[p+"B.weight"] = randTensor(rng, std, out, 3)
+		}
+	}
+	dir := t.TempDir()
+	writeSafetensors(t, filepath.Join(dir, "adapter_model.safetensors"), ts)
+	writeJSON(t, filepath.Join(dir, "adapter_config.json"), map[string]any{"peft_type": "LORA", "r": 3, "lora_alpha": 3, "target_modules": "all-linear"})
+	return dir
+}
+
+// TestLoraGGUF runs an adapter over GGUF bases: on the F16 file (q and k
+// rows un-permuted at load) unfused equals fused; on its Q4_K_M and Q8_0
+// copies the adapter moves the logits as it moves the F16 model's, within
+// what the quantization costs.
+func TestLoraGGUF(t *testing.T) {
+	logits := func(path, adapter string, o Options) (base, adapted []float32) {
+		t.Helper()
+		_, ref := readGGUFRef(t, filepath.Base(filepath.Dir(path)))
+		s := open(t, path, o, SessionOptions{Context: 64})
+		l, err := s.Forward(context.Background(), ref.InputIDs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		base = slices.Clone(l)
+		if adapter == "" {
+			return base, nil
+		}
+		a, err := s.Model().LoadAdapter(adapter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetAdapter(a); err != nil {
+			t.Fatal(err)
+		}
+		if l, err = s.Forward(context.Background(), ref.InputIDs); err != nil {
+			t.Fatal(err)
+		}
+		return base, slices.Clone(l)
+	}
+	f16 := filepath.Join(ggufDir, "llama-F16", "model.gguf")
+	s := open(t, f16, Options{Threads: 1}, SessionOptions{Context: 8})
+	dir := randomAdapter(t, s.Model().Config, 5, 0.1)
+	base, adapted := logits(f16, dir, Options{Threads: 2})
+	fused, _ := logits(f16, "", Options{Threads: 2, Fuse: dir})
+	// Fusing rounds W + s·B·A back to F16: allow that rounding.
+	if d := maxAbs(adapted, fused); d > 2e-2 {
+		t.Errorf("F16: unfused vs fused logits max-abs %g", d)
+	}
+	effect := maxAbs(adapted, base)
+	t.Logf("F16: the adapter moves the logits by %.3g; unfused vs fused %.3g", effect, maxAbs(adapted, fused))
+	if effect < 0.1 {
+		t.Fatalf("the adapter moves the logits by only %g", effect)
+	}
+	for _, q := range []string{"llama-Q8_0", "llama-Q4_K_M"} {
+		qb, qa := logits(filepath.Join(ggufDir, q, "model.gguf"), dir, Options{Threads: 2})
+		quantErr := maxAbs(qb, base)
+		var off, dot, n1, n2 float64
+		for i := range qa {
+			e, f := float64(qa[i]-qb[i]), float64(adapted[i]-base[i])
+			off = max(off, math.Abs(e-f))
+			dot, n1, n2 = dot+e*f, n1+e*e, n2+f*f
+		}
+		cos := dot / math.Sqrt(n1*n2) // 0 (NaN) if the adapter were ignored
+		t.Logf("%s: base off the F16 by %.3g; the adapter's effect off by %.3g, cosine %.3f with the F16's", q, quantErr, off, cos)
+		if !(cos > 0.8) || off > 2*quantErr {
+			t.Errorf("%s: the adapter's effect is off by %g, cosine %g (the effect %g, quantization %g)", q, off, cos, effect, quantErr)
+		}
+	}
+	if _, err := Load(context.Background(), filepath.Join(ggufDir, "llama-Q4_K_M", "model.gguf"), Options{Threads: 1, Fuse: dir}); err == nil || !strings.Contains(err.Error(), "Options.Fuse") {
+		t.Errorf("fusing into Q4_K_M: %v", err)
+	}
+}
