@@ -118,10 +118,11 @@ func (s *Session) TopKBatch(ctx context.Context, prompts []string, k int) ([][]T
 // RollingLogprob scores every token of text (encoded with the tokenizer's
 // special tokens, so after BOS where the model has one) in overlapping
 // windows, for texts longer than the context window: window j covers tokens
-// [j·Stride, j·Stride+Window) and scores only the tokens no earlier window
-// scored, as the Hugging Face perplexity guide computes it (see
-// [model.Session.RollingLogprob]). Perplexity is then
-// [Rolling.Perplexity].
+// [j·Stride, j·Stride+Window), the last one the text's last Window tokens,
+// and each scores only the tokens no earlier window scored, as
+// lm-evaluation-harness's loglikelihood_rolling (Stride = Window−1) and the
+// Hugging Face perplexity guide compute it (see
+// [model.Session.RollingLogprob]). Perplexity is then [Rolling.Perplexity].
 func (s *Session) RollingLogprob(ctx context.Context, text string, o RollingOptions) (*Rolling, error) {
 	if s.m.tok == nil {
 		return nil, errNoTokenizer

@@ -167,19 +167,21 @@ func (r *Rolling) Perplexity() float64 {
 }
 
 // RollingLogprob scores every token of tokens but the first, for sequences
-// longer than the context window, with overlapping windows as the Hugging
-// Face perplexity guide ("fixed-length models", sliding window with a stride)
-// does: window j holds tokens [j·Stride, j·Stride+Window); the first window
-// scores all its tokens after the first, each later window only the tokens no
-// window before scored, so each token is scored once, with at least
-// Window−Stride tokens of context (the first window's with fewer). Windows
-// start mid-text as they are: no BOS is inserted (pass tokens that begin
-// with BOS when the model wants one; llama-perplexity instead puts BOS in
-// place of each chunk's first token). Stride = Window−1 gives
-// lm-evaluation-harness's loglikelihood_rolling windows (disjoint
-// predictions, one token of overlap), a small stride more context per token
-// at more compute. Each window runs as one batched prefill (reusing the
-// cache only where it holds the same tokens at the same positions).
+// longer than the context window, with overlapping windows as
+// lm-evaluation-harness's loglikelihood_rolling and the Hugging Face
+// perplexity guide ("fixed-length models", a sliding window with a stride)
+// compute it: window j holds tokens [j·Stride, j·Stride+Window), but the last
+// window ends at the last token with Window tokens (as lm-eval's does; the
+// guide's is shorter). The first window scores all its tokens after the
+// first, each later window only the tokens no window before scored, so each
+// token is scored once, with at least Window−Stride tokens of context (the
+// first window's with fewer). Stride = Window−1 gives lm-eval's windows
+// exactly (one token of overlap; its prefix token is tokens[0]), a smaller
+// stride more context a token at more compute. Windows start mid-text as
+// they are: no BOS is inserted (pass tokens that begin with BOS when the
+// model wants one; llama-perplexity instead puts BOS in place of each
+// chunk's first token). Each window runs as one batched prefill (reusing
+// the cache only where it holds the same tokens at the same positions).
 func (s *Session) RollingLogprob(ctx context.Context, tokens []int32, o RollingOptions) (*Rolling, error) {
 	if err := s.enter(); err != nil {
 		return nil, err
@@ -204,7 +206,11 @@ func (s *Session) RollingLogprob(ctx context.Context, tokens []int32, o RollingO
 	}
 	r := &Rolling{Logprobs: make([]float64, 0, len(tokens)-1)}
 	done := 1 // tokens[:done] are scored (the first never is)
-	for begin := 0; done < len(tokens); begin += o.Stride {
+	for next := 0; done < len(tokens); next += o.Stride {
+		begin := next
+		if begin+o.Window >= len(tokens) { // the last window: a whole one, ending at the end
+			begin = max(len(tokens)-o.Window, 0)
+		}
 		end := min(begin+o.Window, len(tokens))
 		// Window tokens [begin, end): logits after tokens[p] score tokens[p+1]
 		// for p in [done-1, end-1).

@@ -134,8 +134,8 @@ func TestTopKReference(t *testing.T) {
 
 // TestRollingLogprob: RollingLogprob over a sequence three times the context
 // equals the windowed sum computed here from plain token-by-token forwards:
-// window j covers [j·stride, j·stride+window), and a token is scored in the
-// first window that holds it and a token before it.
+// window j covers [j·stride, j·stride+window), the last one [N−window, N), and
+// a token is scored in the first window that holds it and a token before it.
 func TestRollingLogprob(t *testing.T) {
 	dir, ref := readRef(t, "llama3")
 	const ctxLen = 16
@@ -151,7 +151,11 @@ func TestRollingLogprob(t *testing.T) {
 		var want []float64
 		scored := make([]bool, len(tokens))
 		scored[0] = true
-		for begin := 0; ; begin += tc.stride {
+		for next := 0; ; next += tc.stride {
+			begin := next
+			if begin+tc.window >= len(tokens) {
+				begin = max(len(tokens)-tc.window, 0)
+			}
 			end := min(begin+tc.window, len(tokens))
 			plain.Truncate(0)
 			for p := begin; p < end-1; p++ {
@@ -166,6 +170,28 @@ func TestRollingLogprob(t *testing.T) {
 			}
 			if end == len(tokens) {
 				break
+			}
+		}
+		if tc.stride == tc.window-1 { // lm-eval's get_rolling_token_windows(tokens[1:], tokens[0], window-1, 1), as written there
+			var lmeval float64
+			for _, w := range lmevalWindows(tokens[1:], tokens[0], tc.window-1) {
+				plain.Truncate(0)
+				for j := range w.inp {
+					logits, err := plain.Forward(ctx, w.inp[j:j+1])
+					if err != nil {
+						t.Fatal(err)
+					}
+					if k := j - (len(w.inp) - len(w.pred)); k >= 0 {
+						lmeval += Logprob(logits, w.pred[k])
+					}
+				}
+			}
+			var sum float64
+			for _, w := range want {
+				sum += w
+			}
+			if math.Abs(lmeval-sum) > 1e-4*math.Abs(sum) {
+				t.Errorf("window %d stride %d: lm-eval's windows sum to %.6f, these to %.6f", tc.window, tc.stride, lmeval, sum)
 			}
 		}
 		var progress []int
@@ -196,4 +222,23 @@ func TestRollingLogprob(t *testing.T) {
 			t.Errorf("%+v: no error", o)
 		}
 	}
+}
+
+// lmevalWindow is one (input, prediction) pair of lm-evaluation-harness's
+// rolling windows.
+type lmevalWindow struct{ inp, pred []int32 }
+
+// lmevalWindows is lm_eval.utils.get_rolling_token_windows with context_len 1.
+func lmevalWindows(tokens []int32, prefix int32, maxSeqLen int) []lmevalWindow {
+	predLen := maxSeqLen // max_seq_len - context_len + 1
+	first := min(maxSeqLen, len(tokens))
+	out := []lmevalWindow{{append([]int32{prefix}, tokens[:first-1]...), tokens[:first]}}
+	predicted := first
+	for predicted < len(tokens) {
+		n := min(len(tokens)-predicted, predLen)
+		end := predicted + n
+		out = append(out, lmevalWindow{tokens[end-maxSeqLen-1 : end-1], tokens[end-n : end]})
+		predicted += n
+	}
+	return out
 }

@@ -25,14 +25,15 @@ func runPerplexity(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	dir := fs.String("model", "", "model directory or GGUF file (default: the built-in tinycode-llama)")
 	file := fs.String("file", "", "text file to score (-: standard input); encoded with the tokenizer's BOS")
 	window := fs.Int("ctx", 0, "window in tokens (0: min(max_position_embeddings, 4096))")
-	stride := fs.Int("stride", 0, "tokens between window starts, in [1, ctx-1] (0: ctx/2); ctx-1 scores each token once with the least compute")
+	stride := fs.Int("stride", 0, "tokens between window starts, in [1, ctx-1] (0: ctx/2); ctx-1: lm-eval's windows, the least compute")
 	backend := fs.String("backend", "auto", "compute backend: auto, cpu, metal, cuda or metal-emu")
 	threads := fs.Int("threads", 0, fmt.Sprintf("CPU threads, at most %d here (0: all cores)", runtime.NumCPU()))
 	jsonOut := fs.Bool("json", false, "print one JSON object instead of the summary line")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: run perplexity [-model DIR] -file F [-ctx N] [-stride S] [-json]\n\n"+
-			"Window j covers tokens [j·S, j·S+N) and scores the tokens no earlier window scored (the Hugging Face\n"+
-			"perplexity guide's sliding window); PPL = exp(−mean ln p) over every token after the first.\n\nflags:")
+			"Window j covers tokens [j·S, j·S+N), the last one the text's last N tokens, and scores the tokens no\n"+
+			"earlier window scored (lm-eval's loglikelihood_rolling with S = N-1; the Hugging Face perplexity guide's\n"+
+			"sliding window); PPL = exp(−mean ln p) over every token after the first (BOS).\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
