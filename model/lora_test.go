@@ -355,7 +355,7 @@ func randTensor(rng *rand.Rand, std float64, rows, cols int) *stTensor {
 	return &stTensor{DType: "F32", Shape: []int{rows, cols}, Data: kernels.FromF32(x, rows*cols).Data}
 }
 
-func writeJSON(t *testing.T, path string, v any) {
+func writeJSON(t testing.TB, path string, v any) {
 	t.Helper()
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -611,7 +611,7 @@ func bytesF32(b []byte) []float32 {
 
 // randomAdapter writes a random PEFT adapter (rank 3) over the projections
 // of c's dense layers into a new folder.
-func randomAdapter(t *testing.T, c *Config, seed uint64, std float64) string {
+func randomAdapter(t testing.TB, c *Config, seed uint64, std float64) string {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 2))
 	ts := map[string]*stTensor{}
@@ -624,7 +624,17 @@ func randomAdapter(t *testing.T, c *Config, seed uint64, std float64) string {
 		}
 	}
 	dir := t.TempDir()
-	writeSafetensors(t, filepath.Join(dir, "adapter_model.safetensors"), ts)
+	h := map[string]any{}
+	var data []byte
+	for _, name := range slices.Sorted(maps.Keys(ts)) {
+		h[name] = map[string]any{"dtype": "F32", "shape": ts[name].Shape, "data_offsets": []int{len(data), len(data) + len(ts[name].Data)}}
+		data = append(data, ts[name].Data...)
+	}
+	hb, _ := json.Marshal(h)
+	st := append(binary.LittleEndian.AppendUint64(nil, uint64(len(hb))), append(hb, data...)...)
+	if err := os.WriteFile(filepath.Join(dir, "adapter_model.safetensors"), st, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	writeJSON(t, filepath.Join(dir, "adapter_config.json"), map[string]any{"peft_type": "LORA", "r": 3, "lora_alpha": 3, "target_modules": "all-linear"})
 	return dir
 }
