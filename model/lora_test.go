@@ -701,3 +701,32 @@ func TestLoraGGUF(t *testing.T) {
 		t.Errorf("fusing into Q4_K_M: %v", err)
 	}
 }
+
+// TestLoraDecodeAllocs: with an adapter set, a decode step still allocates
+// nothing on the heap.
+func TestLoraDecodeAllocs(t *testing.T) {
+	dir, base, ref, _ := readLoraRef(t, "lora-llama3")
+	s := open(t, base, Options{Threads: 2}, SessionOptions{Context: 256})
+	a, err := s.Model().LoadAdapter(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetAdapter(a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Forward(context.Background(), ref.InputIDs); err != nil {
+		t.Fatal(err)
+	}
+	s.tokens = slices.Grow(s.tokens, 256)
+	if _, err := s.step(ref.InputIDs[3]); err != nil { // the scratch views are cut on first use
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(50, func() {
+		if _, err := s.step(ref.InputIDs[3]); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("decode step with an adapter allocates %.1f times", allocs)
+	}
+}
