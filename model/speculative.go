@@ -304,11 +304,16 @@ func (g *specRound) draftModel(ctx context.Context, history []int32, k int) erro
 		return err
 	}
 	g.hist = append(g.hist[:0], history...)
+	// Greedy drafting without the penalty takes each later draft from the
+	// device's argmax (only the token crosses back, kernels.Argmaxer).
+	onDevice := g.o.Temperature <= 0 && (g.o.RepeatPenalty <= 0 || g.o.RepeatPenalty == 1)
+	var t int32
 	for i := range k {
-		var t int32
-		if g.o.Temperature <= 0 {
+		switch {
+		case onDevice && i > 0: // t is already drafts[i]
+		case g.o.Temperature <= 0:
 			t = g.dsmp.Sample(logits, g.hist)
-		} else {
+		default:
 			g.dsmp.dist(g.q[i], logits, g.hist)
 			t = drawDense(g.q[i], g.dsmp.rng.Float32())
 		}
@@ -321,7 +326,11 @@ func (g *specRound) draftModel(ctx context.Context, history []int32, k int) erro
 			if err := d.lock(); err != nil {
 				return err
 			}
-			logits, err = d.step(t)
+			if onDevice {
+				t, err = d.stepArgmax(t)
+			} else {
+				logits, err = d.step(t)
+			}
 			d.unlock()
 			if err != nil {
 				return err
