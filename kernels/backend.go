@@ -66,6 +66,10 @@ type Backend interface {
 	// AddScaled adds c·x into dst (same shape): a mixture-of-experts layer's
 	// weighted sum of expert outputs.
 	AddScaled(dst, x *Tensor, c float32)
+	// MatMulGLU is MatMuls({dst, u}, x, {gate, up}) then GLU(dst, dst, u, act):
+	// a gated MLP's first half. u (the shape of dst) is scratch: a backend
+	// that fuses the two leaves it unwritten.
+	MatMulGLU(dst, u, x, gate, up *Tensor, act Act)
 	// CausalConvSiLU is a causal depthwise convolution over time with SiLU
 	// (Qwen3.5's linear attention): over in = [state; x], state (K−1, C) the
 	// rows before x's first (zeros at a sequence's start), x (L, C) and w

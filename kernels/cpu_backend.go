@@ -370,6 +370,13 @@ func (t *attnTask) Do(lo, hi int) {
 	}
 }
 
+// MatMulGLU computes dst = act(x·gateᵀ)·(x·upᵀ) through u.
+func (c *CPU) MatMulGLU(dst, u, x, gate, up *Tensor, act Act) {
+	d, w := [2]*Tensor{dst, u}, [2]*Tensor{gate, up}
+	c.MatMuls(d[:], x, w[:])
+	c.GLU(dst, dst, u, act)
+}
+
 // GLU computes dst = act(gate)·up elementwise.
 func (c *CPU) GLU(dst, gate, up *Tensor, act Act) {
 	c.mu.Lock()

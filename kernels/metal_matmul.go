@@ -52,13 +52,29 @@ func (m *Metal) MatMuls(dst []*Tensor, x *Tensor, w []*Tensor) {
 		for i, wi := range w {
 			mustMatMul("MatMuls", dst[i], x, wi)
 		}
-		if m.matvecNV(dst, x, w) {
+		if m.matvecNV(dst, x, w, false, 0) {
 			return
 		}
 	}
 	for i := range w {
 		m.MatMul(dst[i], x, w[i])
 	}
+}
+
+// MatMulGLU computes dst (L, F) = act(x·gateᵀ)·(x·upᵀ): on NVIDIA-shaped
+// kernels at L = 1 one matvec_*_nv_*_glu launch (u unwritten) where it applies
+// (see matvecNV), else MatMuls into dst and u, then GLU.
+func (m *Metal) MatMulGLU(dst, u, x, gate, up *Tensor, act Act) {
+	d, w := [2]*Tensor{dst, u}, [2]*Tensor{gate, up}
+	if m.shape == shapeNVIDIA && x.NumRows() == 1 && act != ActSwiGLUClamp {
+		mustMatMul("MatMulGLU", dst, x, gate)
+		mustMatMul("MatMulGLU", u, x, up)
+		if m.matvecNV(d[:1], x, w[:], true, act) {
+			return
+		}
+	}
+	m.MatMuls(d[:], x, w[:])
+	m.GLU(dst, dst, u, act)
 }
 
 // mustMatMul panics unless w is a 2-D weight (N, K), x (L, K) and dst (L, N),
@@ -90,7 +106,7 @@ func (m *Metal) MatMul(dst, x, w *Tensor) {
 	}
 	if L == 1 && m.shape == shapeNVIDIA {
 		d1, w1 := [1]*Tensor{dst}, [1]*Tensor{w}
-		if m.matvecNV(d1[:], x, w1[:]) {
+		if m.matvecNV(d1[:], x, w1[:], false, 0) {
 			return
 		}
 	}

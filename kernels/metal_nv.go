@@ -37,17 +37,30 @@ func shapeOf(dev metal.Device) kernelShape {
 // <sb> is the type of the (scale, bias) pairs Upload made for the NVIDIA
 // kernel: bf16 or f16 where every scale and bias is exact in it (MLX stores
 // them so; the loader widened them to f32), else f32. _xs: x staged in
-// threadgroup memory first (K ≤ 6144, see nvStageBytes). Prefill (L > 1) is
+// threadgroup memory first (K ≤ 6144, see nvStageBytes). _glu: gate and up
+// of a gated MLP in one launch, with the activation (MatMulGLU). Prefill (L > 1) is
 // matmul_<w>_f32_nv's (kernels/metal_nv_matmul.go). nvGeom holds the NVIDIA
 // kernel's geometry.
-var matvecNVNames = [2][2][3]string{ // [staged x][q4, q8][pair type]
+var matvecNVNames = [2][2][2][3]string{ // [GLU][staged x][q4, q8][pair type]
 	{
-		{"matvec_q4_f32_nv_bf16sb", "matvec_q4_f32_nv_f16sb", "matvec_q4_f32_nv_f32sb"},
-		{"matvec_q8_f32_nv_bf16sb", "matvec_q8_f32_nv_f16sb", "matvec_q8_f32_nv_f32sb"},
+		{
+			{"matvec_q4_f32_nv_bf16sb", "matvec_q4_f32_nv_f16sb", "matvec_q4_f32_nv_f32sb"},
+			{"matvec_q8_f32_nv_bf16sb", "matvec_q8_f32_nv_f16sb", "matvec_q8_f32_nv_f32sb"},
+		},
+		{
+			{"matvec_q4_f32_nv_bf16sb_xs", "matvec_q4_f32_nv_f16sb_xs", "matvec_q4_f32_nv_f32sb_xs"},
+			{"matvec_q8_f32_nv_bf16sb_xs", "matvec_q8_f32_nv_f16sb_xs", "matvec_q8_f32_nv_f32sb_xs"},
+		},
 	},
 	{
-		{"matvec_q4_f32_nv_bf16sb_xs", "matvec_q4_f32_nv_f16sb_xs", "matvec_q4_f32_nv_f32sb_xs"},
-		{"matvec_q8_f32_nv_bf16sb_xs", "matvec_q8_f32_nv_f16sb_xs", "matvec_q8_f32_nv_f32sb_xs"},
+		{
+			{"matvec_q4_f32_nv_bf16sb_glu", "matvec_q4_f32_nv_f16sb_glu", "matvec_q4_f32_nv_f32sb_glu"},
+			{"matvec_q8_f32_nv_bf16sb_glu", "matvec_q8_f32_nv_f16sb_glu", "matvec_q8_f32_nv_f32sb_glu"},
+		},
+		{
+			{"matvec_q4_f32_nv_bf16sb_xs_glu", "matvec_q4_f32_nv_f16sb_xs_glu", "matvec_q4_f32_nv_f32sb_xs_glu"},
+			{"matvec_q8_f32_nv_bf16sb_xs_glu", "matvec_q8_f32_nv_f16sb_xs_glu", "matvec_q8_f32_nv_f32sb_xs_glu"},
+		},
 	},
 }
 
@@ -78,6 +91,7 @@ type matvecNVArgs struct {
 	K, GroupShift, LaneShift uint32
 	N0, N1, N2, N3           uint32
 	TG1, TG2, TG3            uint32
+	Act                      uint32 // _glu kernels
 }
 
 // Constants of shaders/matvec_nv.metal.
@@ -223,9 +237,10 @@ func (m *Metal) pairsOf(w *Tensor) (metal.Buffer, int, uint8, bool) {
 // matvecNV runs dst[i] (1, N_i) = x (1, K) · w[i]ᵀ as one matvec_*_nv launch
 // and reports true, or does nothing and reports false unless every weight has
 // pairs of one kind and they share dtype, K and group size (≤ 4 weights). The
-// caller has checked the shapes.
-func (m *Metal) matvecNV(dst []*Tensor, x *Tensor, w []*Tensor) bool {
-	if len(w) == 0 || len(w) > 4 {
+// caller has checked the shapes. glu: w is {gate, up} of one shape and
+// dst[0] = act(x·gateᵀ)·(x·upᵀ) (matvec_*_nv_*_glu).
+func (m *Metal) matvecNV(dst []*Tensor, x *Tensor, w []*Tensor, glu bool, act Act) bool {
+	if len(w) == 0 || len(w) > 4 || glu && (len(w) != 2 || w[0].Shape[0] != w[1].Shape[0]) {
 		return false
 	}
 	var (
@@ -255,10 +270,16 @@ func (m *Metal) matvecNV(dst []*Tensor, x *Tensor, w []*Tensor) bool {
 	laneShift, nsg := geom(w0.DType, rows, K)
 	a.LaneShift = uint32(laneShift)
 	per := nvRowsPerTG(laneShift)
+	nw := len(w)
+	if glu { // one output of N rows, each a gate row and an up row
+		per /= nvRowsPerThread
+		nw = 1
+		a.Act = uint32(act)
+	}
 	ns := [4]*uint32{&a.N0, &a.N1, &a.N2, &a.N3}
 	tgs := [4]*uint32{nil, &a.TG1, &a.TG2, &a.TG3}
 	groups := 0
-	for i, wi := range w {
+	for i, wi := range w[:nw] {
 		if i > 0 {
 			*tgs[i] = uint32(groups)
 		}
@@ -278,7 +299,11 @@ func (m *Metal) matvecNV(dst []*Tensor, x *Tensor, w []*Tensor) bool {
 	if stage {
 		xs = 1
 	}
-	m.begin(matvecNVNames[xs][q][kind])
+	g := 0
+	if glu {
+		g = 1
+	}
+	m.begin(matvecNVNames[g][xs][q][kind])
 	setArgs(m, a)
 	m.in(1, x)
 	for i := range 4 { // unused slots repeat the first matrix: bound, never read
@@ -288,9 +313,12 @@ func (m *Metal) matvecNV(dst []*Tensor, x *Tensor, w []*Tensor) bool {
 		}
 		m.in(2+i, w[j])
 		m.bind(6+i, pb[j], po[j], false)
+		if j >= len(dst) {
+			j = 0
+		}
 		m.out(10+i, dst[j])
 	}
-	m.tgmem(0, 4*nsg*per)
+	m.tgmem(0, 4*nsg*nvRowsPerTG(laneShift))
 	if stage {
 		m.tgmem(1, xsBytes)
 	} else {

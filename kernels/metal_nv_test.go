@@ -22,8 +22,8 @@ func testMetalNV(t testing.TB) *Metal {
 }
 
 func TestMatVecNVArgsLayout(t *testing.T) {
-	if got := unsafe.Sizeof(matvecNVArgs{}); got != 40 {
-		t.Errorf("matvec_nv_args: Go mirror is %d bytes, common.h says 40", got)
+	if got := unsafe.Sizeof(matvecNVArgs{}); got != 44 {
+		t.Errorf("matvec_nv_args: Go mirror is %d bytes, common.h says 44", got)
 	}
 }
 
@@ -234,6 +234,77 @@ func TestMetalMatMulsNV(t *testing.T) {
 				checkNV(t, get(t, m, ys[i]), want, scale)
 			}
 		})
+	}
+}
+
+// TestMetalMatMulGLUNV runs MatMulGLU's one-launch kernel (matvec_*_nv_*_glu)
+// over the nvCases shapes as gate and up, staged and not, at 1 … 8
+// simdgroups, for every activation it applies: its output must equal
+// MatMuls then GLU on the same backend bit for bit (the same sums, the same
+// activation), and so stay as close to the float64 reference as the mat-vec.
+func TestMetalMatMulGLUNV(t *testing.T) {
+	m := testMetalNV(t)
+	acts := []Act{ActSiLU, ActGELUTanh, ActGELU, ActSigmoid}
+	for ci, c := range nvCases() {
+		act := acts[ci%len(acts)]
+		for _, noStage := range []bool{false, true} {
+			m.nvNoStage = noStage
+			t.Run(fmt.Sprintf("%v/act=%d/staged=%v", c, act, !noStage && c.K <= 6144), func(t *testing.T) {
+				var ws [2]*Tensor
+				for i := range ws {
+					w, err := m.Upload(hostQuantSB(c.dt, c.N, c.K, c.G, c.kind, uint64(c.N*c.K+i)))
+					if err != nil {
+						t.Fatal(err)
+					}
+					ws[i] = w
+				}
+				x := put(m, randn(c.K, 9), 1, c.K)
+				y, u := put(m, nan(c.N), 1, c.N), put(m, nan(c.N), 1, c.N)
+				m.ResetStats()
+				m.MatMulGLU(y, u, x, ws[0], ws[1], act)
+				if s := m.Stats(); s.Dispatches != 1 {
+					t.Errorf("%d dispatches, want 1", s.Dispatches)
+				}
+				g, up := put(m, nan(c.N), 1, c.N), put(m, nan(c.N), 1, c.N)
+				m.MatMuls([]*Tensor{g, up}, x, ws[:])
+				m.GLU(g, g, up, act)
+				got, want := get(t, m, y), get(t, m, g)
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("y[%d] = %g, unfused %g", i, got[i], want[i])
+					}
+				}
+			})
+		}
+	}
+	m.nvNoStage = false
+	for _, nsg := range []int{1, 2, 8} { // the geometries the host table may pick
+		m.nvGeom = func(DType, int, int) (int, int) { return 2, nsg }
+		c := nvCase{DTypeQ4, 37, 1344, 64, sbBF16}
+		var ws [2]*Tensor
+		for i := range ws {
+			w, err := m.Upload(hostQuantSB(c.dt, c.N, c.K, c.G, c.kind, uint64(5+i)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ws[i] = w
+		}
+		x := put(m, randn(c.K, 4), 1, c.K)
+		y, u := put(m, nan(c.N), 1, c.N), put(m, nan(c.N), 1, c.N)
+		m.MatMulGLU(y, u, x, ws[0], ws[1], ActSiLU)
+		g, up := put(m, nan(c.N), 1, c.N), put(m, nan(c.N), 1, c.N)
+		m.MatMuls([]*Tensor{g, up}, x, ws[:])
+		m.GLU(g, g, up, ActSiLU)
+		got, want := get(t, m, y), get(t, m, g)
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("nsg %d: y[%d] = %g, unfused %g", nsg, i, got[i], want[i])
+			}
+		}
+	}
+	m.nvGeom = nil
+	if m.pipes["matvec_q4_f32_nv_bf16sb_xs_glu"] == nil || m.pipes["matvec_q8_f32_nv_f16sb_glu"] == nil {
+		t.Error("the _glu kernels never ran")
 	}
 }
 

@@ -735,12 +735,16 @@ func (m *llama) decoder(b kernels.Backend, s *acts, c *cache, pos int) {
 		if l.router != nil {
 			out = m.moe(b, s, l)
 		} else {
-			linears(b, s.gu, s.h, l.gu, l.guB) // g and u (L, F)
-			if s.lora != nil {
-				s.lora.apply(b, i, slotGate, s.g, s.h)
-				s.lora.apply(b, i, slotUp, s.u, s.h)
+			if s.lora == nil && l.bg == nil && l.bu == nil {
+				b.MatMulGLU(s.g, s.u, s.h, l.gu[0], l.gu[1], m.act) // act(g)·u (L, F)
+			} else {
+				linears(b, s.gu, s.h, l.gu, l.guB) // g and u (L, F)
+				if s.lora != nil {
+					s.lora.apply(b, i, slotGate, s.g, s.h)
+					s.lora.apply(b, i, slotUp, s.u, s.h)
+				}
+				b.GLU(s.g, s.g, s.u, m.act) // act(g)·u
 			}
-			b.GLU(s.g, s.g, s.u, m.act)       // act(g)·u
 			linear(b, s.h, s.g, l.down, l.bd) // (L, D)
 			s.lora.apply(b, i, slotDown, s.h, s.g)
 		}

@@ -1,5 +1,6 @@
 // common.h: every struct passed from the host to a kernel with setBytes, in one
-// place (ggml's ggml-metal-impl.h). Package kernels mirrors each struct in Go with
+// place (ggml's ggml-metal-impl.h), and at the end the device functions that
+// more than one shader file needs. Package kernels mirrors each struct in Go with
 // the same field order and types; TestArgsLayout pins the sizes written here.
 //
 // Rules: only 4-byte scalar fields (uint, int, float), so Metal and Go agree on
@@ -145,7 +146,7 @@ struct topk_args {
     uint pad1;
 };
 
-// matvec_nv_args (40 bytes): y_m (N_m) = x (K) · W_mᵀ for up to four matrices
+// matvec_nv_args (44 bytes): y_m (N_m) = x (K) · W_mᵀ for up to four matrices
 // of one dtype, K and group (matvec_*_nv). Matrix m's rows are threadgroups
 // [tg_m, tg_(m+1)) (tg_0 = 0; an unused matrix has tg_m = 0xffffffff).
 struct matvec_nv_args {
@@ -159,6 +160,60 @@ struct matvec_nv_args {
     uint tg1;
     uint tg2;
     uint tg3;
+    uint act;         // matvec_*_nv_glu: the activation (kernels.Act) of y = act(x·W_0ᵀ)·(x·W_1ᵀ)
 };
+
+// ---- activations: device functions of more than one kernel file (glu_*,
+// and matvec_*_nv_glu, which applies them to its own outputs).
+
+inline float ingot_erf(float x) {
+    const float a = metal::clamp(x, -4.0f, 4.0f);
+    const float x2 = a * a;
+    float p = -2.72614225801306e-10f;
+    p = metal::fma(x2, p, 2.77068142495902e-08f);
+    p = metal::fma(x2, p, -2.10102402082508e-06f);
+    p = metal::fma(x2, p, -5.69250639462346e-05f);
+    p = metal::fma(x2, p, -7.34990630326855e-04f);
+    p = metal::fma(x2, p, -2.95459980854025e-03f);
+    p = metal::fma(x2, p, -1.60960333262415e-02f);
+    p = a * p;
+    float q = -1.45660718464996e-05f;
+    q = metal::fma(x2, q, -2.13374055278905e-04f);
+    q = metal::fma(x2, q, -1.68282697438203e-03f);
+    q = metal::fma(x2, q, -7.37332916720468e-03f);
+    q = metal::fma(x2, q, -1.42647390514189e-02f);
+    return p / q;
+}
+
+struct act_silu {
+    static float f(float x) { return x / (1.0f + metal::precise::exp(-x)); }
+};
+struct act_gelu_tanh { // as x·σ(2u): ½x(1 + tanh u) cancels to nothing below x ≈ −5
+    static float f(float x) {
+        const float c = 1.5957691216057308f; // 2√(2/π)
+        return x / (1.0f + metal::precise::exp(-c * (x + 0.044715f * x * x * x)));
+    }
+};
+struct act_sigmoid {
+    static float f(float x) { return 1.0f / (1.0f + metal::precise::exp(-x)); }
+};
+struct act_gelu {
+    static float f(float x) { return 0.5f * x * (1.0f + ingot_erf(x * 0.7071067811865476f)); }
+};
+
+// ingot_act applies the activation act (the order of kernels.Act: SiLU,
+// GELU tanh, GELU, –, sigmoid) to x.
+inline float ingot_act(uint act, float x) {
+    switch (act) {
+    case 1:
+        return act_gelu_tanh::f(x);
+    case 2:
+        return act_gelu::f(x);
+    case 4:
+        return act_sigmoid::f(x);
+    default:
+        return act_silu::f(x);
+    }
+}
 
 #endif // INGOT_SHADERS_COMMON_H

@@ -6,6 +6,7 @@
 //   glu_gelu_f32:      y[i] = gelu(g[i])·u[i],       ½x(1 + erf(x/√2))
 //   glu_silu_clamp_f32: y[i] = g·σ(1.702g)·(clamp(u[i], −7, 7) + 1), g = min(g[i], 7) (gpt-oss)
 //   glu_sigmoid_f32:   y[i] = σ(g[i])·u[i]            (Qwen3.5's gated attention)
+// (the act_* functions are in common.h: the NVIDIA mat-vec applies them too)
 //   softcap_f32:       x[i] = c·tanh(x[i]/c)         (in place)
 //   copy_f32:          y[i] = x[i]                   (KV cache rows; offsets bound by the host)
 //   copy_f16_f32:      y[i] = half(x[i])             (f16 KV cache rows; round to nearest even)
@@ -30,41 +31,6 @@ kernel void add_f32(
         y[i] = a[i] + b[i % args.nb];
     }
 }
-
-inline float ingot_erf(float x) {
-    const float a = clamp(x, -4.0f, 4.0f);
-    const float x2 = a * a;
-    float p = -2.72614225801306e-10f;
-    p = fma(x2, p, 2.77068142495902e-08f);
-    p = fma(x2, p, -2.10102402082508e-06f);
-    p = fma(x2, p, -5.69250639462346e-05f);
-    p = fma(x2, p, -7.34990630326855e-04f);
-    p = fma(x2, p, -2.95459980854025e-03f);
-    p = fma(x2, p, -1.60960333262415e-02f);
-    p = a * p;
-    float q = -1.45660718464996e-05f;
-    q = fma(x2, q, -2.13374055278905e-04f);
-    q = fma(x2, q, -1.68282697438203e-03f);
-    q = fma(x2, q, -7.37332916720468e-03f);
-    q = fma(x2, q, -1.42647390514189e-02f);
-    return p / q;
-}
-
-struct act_silu {
-    static float f(float x) { return x / (1.0f + precise::exp(-x)); }
-};
-struct act_gelu_tanh { // as x·σ(2u): ½x(1 + tanh u) cancels to nothing below x ≈ −5
-    static float f(float x) {
-        const float c = 1.5957691216057308f; // 2√(2/π)
-        return x / (1.0f + precise::exp(-c * (x + 0.044715f * x * x * x)));
-    }
-};
-struct act_sigmoid {
-    static float f(float x) { return 1.0f / (1.0f + precise::exp(-x)); }
-};
-struct act_gelu {
-    static float f(float x) { return 0.5f * x * (1.0f + ingot_erf(x * 0.7071067811865476f)); }
-};
 
 template <typename ACT>
 kernel void glu(

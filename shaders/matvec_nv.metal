@@ -10,6 +10,12 @@
 // (scale, bias) of each group are one interleaved pair of the type the name
 // says (a layout the host makes at upload: pairs[n·K/G + g]).
 //
+// matvec_<q4|q8>_f32_nv_<…>sb[_xs]_glu: y (N) = act(x·W_0ᵀ)·(x·W_1ᵀ) for the
+// gate W_0 and up W_1 (N, K) of a gated MLP, act = args.act: each lane's two
+// rows are row n of W_0 and row n of W_1, so the activation needs no launch of
+// its own; with the same geometry both sums are the unfused kernel's, bit for
+// bit, and act is common.h's, as glu_* applies it.
+//
 // Shape (where the Apple kernel takes 4 bytes of codes and 8 scalar x per lane):
 //   - loads are 16 bytes: a lane takes 16 bytes of a row's codes (32 4-bit or
 //     16 8-bit codes, CPL), x as float4s, a pair as one word (16-bit pairs);
@@ -75,11 +81,11 @@ inline float4 mvnv_m4(uint w, uint j0) {
 
 // mvnv_load issues the loads of one iteration of a lane: columns k0 + (u·lanes
 // + c)·CPL for u < U, of its MVNV_RT rows (codes at byte wrow[r] of w, pairs at
-// sbrow[r] of sb), into q and ab ([U][MVNV_RT], flattened). Pieces past K
-// (of the last iteration, or of none) load zeros.
-template <int BITS, typename P>
+// sbrow[r] of sb; GLU: row 1's of w1 and sb1), into q and ab ([U][MVNV_RT],
+// flattened). Pieces past K (of the last iteration, or of none) load zeros.
+template <int BITS, typename P, bool GLU>
 __attribute__((always_inline)) inline void mvnv_load(
-        device const uchar * w, device const P * sb,
+        device const uchar * w, device const P * sb, device const uchar * w1, device const P * sb1,
         thread const ulong * wrow, thread const uint * sbrow,
         uint k0, uint K, uint gshift, uint lanes, uint c,
         thread uint4 * q, thread float2 * ab) {
@@ -91,8 +97,10 @@ __attribute__((always_inline)) inline void mvnv_load(
         const bool ok = col < K;
         #pragma unroll
         for (uint r = 0; r < MVNV_RT; r++) {
-            q[u * MVNV_RT + r] = ok ? *(device const uint4 *)(w + wrow[r] + col / 8 * BITS) : uint4(0);
-            ab[u * MVNV_RT + r] = ok ? mvnv_sb(sb[sbrow[r] + (col >> gshift)]) : float2(0.0f);
+            device const uchar * wr = GLU && r == 1 ? w1 : w;
+            device const P * sr = GLU && r == 1 ? sb1 : sb;
+            q[u * MVNV_RT + r] = ok ? *(device const uint4 *)(wr + wrow[r] + col / 8 * BITS) : uint4(0);
+            ab[u * MVNV_RT + r] = ok ? mvnv_sb(sr[sbrow[r] + (col >> gshift)]) : float2(0.0f);
         }
     }
 }
@@ -146,7 +154,7 @@ __attribute__((always_inline)) inline void mvnv_dot(
     }
 }
 
-template <int BITS, typename P, bool XS>
+template <int BITS, typename P, bool XS, bool GLU>
 kernel void matvec_q_nv(
         constant matvec_nv_args & args [[buffer(0)]],
         device const float   * x      [[buffer(1)]],
@@ -185,15 +193,17 @@ kernel void matvec_q_nv(
     const uint lanes = 1u << args.lane_shift;  // lanes per row
     const uint rl = 32u >> args.lane_shift;    // row slots per simdgroup
     const uint c = lane & (lanes - 1), rs = lane >> args.lane_shift;
-    const uint rows = rl * MVNV_RT;            // rows per threadgroup
-    const uint r0 = (tg - t0) * rows;
+    const uint rows = rl * MVNV_RT;            // rows per threadgroup (GLU: rl of each matrix)
+    const uint r0 = (tg - t0) * (GLU ? rl : rows);
     const uint rb = K / 8 * BITS, ng = K >> args.group_shift;
     ulong wrow[MVNV_RT];
     uint  sbrow[MVNV_RT];
     float acc[MVNV_RT];
     #pragma unroll
     for (uint r = 0; r < MVNV_RT; r++) {
-        const uint n = min(r0 + rs + rl * r, N - 1); // rows past N read row N−1, and are not written
+        // rows past N read row N−1, and are not written; GLU: a lane's rows
+        // are row r0 + rs of W_0 and of W_1
+        const uint n = min(r0 + rs + (GLU ? 0 : rl * r), N - 1);
         wrow[r] = (ulong)n * rb;
         sbrow[r] = n * ng;
         acc[r] = 0.0f;
@@ -209,7 +219,7 @@ kernel void matvec_q_nv(
     uint k0 = sg * step;
     uint4  q[U * MVNV_RT], q1[U * MVNV_RT];
     float2 ab[U * MVNV_RT], ab1[U * MVNV_RT];
-    mvnv_load<BITS, P>(w, sb, wrow, sbrow, k0, K, args.group_shift, lanes, c, q, ab);
+    mvnv_load<BITS, P, GLU>(w, sb, w1, sb1, wrow, sbrow, k0, K, args.group_shift, lanes, c, q, ab);
     if (XS) { // x (K floats, K a multiple of 4) into xs, 8 float4 loads in flight a thread
         const uint n4 = K / 4, ntg = nsg * 32, t = sg * 32 + lane;
         device const float4 * x4 = (device const float4 *)x;
@@ -229,7 +239,7 @@ kernel void matvec_q_nv(
         threadgroup_barrier(mem_flags::mem_threadgroup);
     }
     for (; k0 < K; k0 += stride) { // q, ab hold iteration k0
-        mvnv_load<BITS, P>(w, sb, wrow, sbrow, k0 + stride, K, args.group_shift, lanes, c, q1, ab1);
+        mvnv_load<BITS, P, GLU>(w, sb, w1, sb1, wrow, sbrow, k0 + stride, K, args.group_shift, lanes, c, q1, ab1);
         mvnv_dot<BITS, XS>(x, xs, q, ab, k0, K, lanes, c, acc);
         #pragma unroll
         for (uint i = 0; i < U * MVNV_RT; i++) {
@@ -246,17 +256,24 @@ kernel void matvec_q_nv(
     }
     if (nsg == 1) {
         if (c == 0) {
-            #pragma unroll
-            for (uint r = 0; r < MVNV_RT; r++) {
-                const uint n = r0 + rs + rl * r;
-                if (n < N) {
-                    y[n] = acc[r];
+            if (GLU) {
+                if (r0 + rs < N) {
+                    y[r0 + rs] = ingot_act(args.act, acc[0]) * acc[1];
+                }
+            } else {
+                #pragma unroll
+                for (uint r = 0; r < MVNV_RT; r++) {
+                    const uint n = r0 + rs + rl * r;
+                    if (n < N) {
+                        y[n] = acc[r];
+                    }
                 }
             }
         }
         return;
     }
-    // Sum the simdgroups' partials in order.
+    // Sum the simdgroups' partials in order (GLU: W_0's rows at [0, rl), W_1's
+    // at [rl, 2·rl) of each simdgroup's part).
     if (c == 0) {
         #pragma unroll
         for (uint r = 0; r < MVNV_RT; r++) {
@@ -264,10 +281,17 @@ kernel void matvec_q_nv(
         }
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    for (uint i = sg * 32 + lane; i < rows; i += nsg * 32) {
+    for (uint i = sg * 32 + lane; i < (GLU ? rl : rows); i += nsg * 32) {
         float s = part[i];
         for (uint j = 1; j < nsg; j++) {
             s += part[j * rows + i];
+        }
+        if (GLU) {
+            float u = part[rl + i];
+            for (uint j = 1; j < nsg; j++) {
+                u += part[j * rows + rl + i];
+            }
+            s = ingot_act(args.act, s) * u;
         }
         if (r0 + i < N) {
             y[r0 + i] = s;
@@ -275,27 +299,51 @@ kernel void matvec_q_nv(
     }
 }
 
-typedef decltype(matvec_q_nv<4, uint, false>) matvec_nv_q4_bf16sb_t;
-template [[host_name("matvec_q4_f32_nv_bf16sb")]] kernel matvec_nv_q4_bf16sb_t matvec_q_nv<4, uint, false>;
-typedef decltype(matvec_q_nv<4, half2, false>) matvec_nv_q4_f16sb_t;
-template [[host_name("matvec_q4_f32_nv_f16sb")]] kernel matvec_nv_q4_f16sb_t matvec_q_nv<4, half2, false>;
-typedef decltype(matvec_q_nv<4, float2, false>) matvec_nv_q4_f32sb_t;
-template [[host_name("matvec_q4_f32_nv_f32sb")]] kernel matvec_nv_q4_f32sb_t matvec_q_nv<4, float2, false>;
-typedef decltype(matvec_q_nv<8, uint, false>) matvec_nv_q8_bf16sb_t;
-template [[host_name("matvec_q8_f32_nv_bf16sb")]] kernel matvec_nv_q8_bf16sb_t matvec_q_nv<8, uint, false>;
-typedef decltype(matvec_q_nv<8, half2, false>) matvec_nv_q8_f16sb_t;
-template [[host_name("matvec_q8_f32_nv_f16sb")]] kernel matvec_nv_q8_f16sb_t matvec_q_nv<8, half2, false>;
-typedef decltype(matvec_q_nv<8, float2, false>) matvec_nv_q8_f32sb_t;
-template [[host_name("matvec_q8_f32_nv_f32sb")]] kernel matvec_nv_q8_f32sb_t matvec_q_nv<8, float2, false>;
-typedef decltype(matvec_q_nv<4, uint, true>) matvec_nv_q4_bf16sb_xs_t;
-template [[host_name("matvec_q4_f32_nv_bf16sb_xs")]] kernel matvec_nv_q4_bf16sb_xs_t matvec_q_nv<4, uint, true>;
-typedef decltype(matvec_q_nv<4, half2, true>) matvec_nv_q4_f16sb_xs_t;
-template [[host_name("matvec_q4_f32_nv_f16sb_xs")]] kernel matvec_nv_q4_f16sb_xs_t matvec_q_nv<4, half2, true>;
-typedef decltype(matvec_q_nv<4, float2, true>) matvec_nv_q4_f32sb_xs_t;
-template [[host_name("matvec_q4_f32_nv_f32sb_xs")]] kernel matvec_nv_q4_f32sb_xs_t matvec_q_nv<4, float2, true>;
-typedef decltype(matvec_q_nv<8, uint, true>) matvec_nv_q8_bf16sb_xs_t;
-template [[host_name("matvec_q8_f32_nv_bf16sb_xs")]] kernel matvec_nv_q8_bf16sb_xs_t matvec_q_nv<8, uint, true>;
-typedef decltype(matvec_q_nv<8, half2, true>) matvec_nv_q8_f16sb_xs_t;
-template [[host_name("matvec_q8_f32_nv_f16sb_xs")]] kernel matvec_nv_q8_f16sb_xs_t matvec_q_nv<8, half2, true>;
-typedef decltype(matvec_q_nv<8, float2, true>) matvec_nv_q8_f32sb_xs_t;
-template [[host_name("matvec_q8_f32_nv_f32sb_xs")]] kernel matvec_nv_q8_f32sb_xs_t matvec_q_nv<8, float2, true>;
+typedef decltype(matvec_q_nv<4, uint, false, false>) matvec_nv_q4_bf16sb_t;
+template [[host_name("matvec_q4_f32_nv_bf16sb")]] kernel matvec_nv_q4_bf16sb_t matvec_q_nv<4, uint, false, false>;
+typedef decltype(matvec_q_nv<4, half2, false, false>) matvec_nv_q4_f16sb_t;
+template [[host_name("matvec_q4_f32_nv_f16sb")]] kernel matvec_nv_q4_f16sb_t matvec_q_nv<4, half2, false, false>;
+typedef decltype(matvec_q_nv<4, float2, false, false>) matvec_nv_q4_f32sb_t;
+template [[host_name("matvec_q4_f32_nv_f32sb")]] kernel matvec_nv_q4_f32sb_t matvec_q_nv<4, float2, false, false>;
+typedef decltype(matvec_q_nv<8, uint, false, false>) matvec_nv_q8_bf16sb_t;
+template [[host_name("matvec_q8_f32_nv_bf16sb")]] kernel matvec_nv_q8_bf16sb_t matvec_q_nv<8, uint, false, false>;
+typedef decltype(matvec_q_nv<8, half2, false, false>) matvec_nv_q8_f16sb_t;
+template [[host_name("matvec_q8_f32_nv_f16sb")]] kernel matvec_nv_q8_f16sb_t matvec_q_nv<8, half2, false, false>;
+typedef decltype(matvec_q_nv<8, float2, false, false>) matvec_nv_q8_f32sb_t;
+template [[host_name("matvec_q8_f32_nv_f32sb")]] kernel matvec_nv_q8_f32sb_t matvec_q_nv<8, float2, false, false>;
+typedef decltype(matvec_q_nv<4, uint, true, false>) matvec_nv_q4_bf16sb_xs_t;
+template [[host_name("matvec_q4_f32_nv_bf16sb_xs")]] kernel matvec_nv_q4_bf16sb_xs_t matvec_q_nv<4, uint, true, false>;
+typedef decltype(matvec_q_nv<4, half2, true, false>) matvec_nv_q4_f16sb_xs_t;
+template [[host_name("matvec_q4_f32_nv_f16sb_xs")]] kernel matvec_nv_q4_f16sb_xs_t matvec_q_nv<4, half2, true, false>;
+typedef decltype(matvec_q_nv<4, float2, true, false>) matvec_nv_q4_f32sb_xs_t;
+template [[host_name("matvec_q4_f32_nv_f32sb_xs")]] kernel matvec_nv_q4_f32sb_xs_t matvec_q_nv<4, float2, true, false>;
+typedef decltype(matvec_q_nv<8, uint, true, false>) matvec_nv_q8_bf16sb_xs_t;
+template [[host_name("matvec_q8_f32_nv_bf16sb_xs")]] kernel matvec_nv_q8_bf16sb_xs_t matvec_q_nv<8, uint, true, false>;
+typedef decltype(matvec_q_nv<8, half2, true, false>) matvec_nv_q8_f16sb_xs_t;
+template [[host_name("matvec_q8_f32_nv_f16sb_xs")]] kernel matvec_nv_q8_f16sb_xs_t matvec_q_nv<8, half2, true, false>;
+typedef decltype(matvec_q_nv<8, float2, true, false>) matvec_nv_q8_f32sb_xs_t;
+template [[host_name("matvec_q8_f32_nv_f32sb_xs")]] kernel matvec_nv_q8_f32sb_xs_t matvec_q_nv<8, float2, true, false>;
+typedef decltype(matvec_q_nv<4, uint, false, true>) matvec_nv_q4_bf16sb_glu_t;
+template [[host_name("matvec_q4_f32_nv_bf16sb_glu")]] kernel matvec_nv_q4_bf16sb_glu_t matvec_q_nv<4, uint, false, true>;
+typedef decltype(matvec_q_nv<4, half2, false, true>) matvec_nv_q4_f16sb_glu_t;
+template [[host_name("matvec_q4_f32_nv_f16sb_glu")]] kernel matvec_nv_q4_f16sb_glu_t matvec_q_nv<4, half2, false, true>;
+typedef decltype(matvec_q_nv<4, float2, false, true>) matvec_nv_q4_f32sb_glu_t;
+template [[host_name("matvec_q4_f32_nv_f32sb_glu")]] kernel matvec_nv_q4_f32sb_glu_t matvec_q_nv<4, float2, false, true>;
+typedef decltype(matvec_q_nv<8, uint, false, true>) matvec_nv_q8_bf16sb_glu_t;
+template [[host_name("matvec_q8_f32_nv_bf16sb_glu")]] kernel matvec_nv_q8_bf16sb_glu_t matvec_q_nv<8, uint, false, true>;
+typedef decltype(matvec_q_nv<8, half2, false, true>) matvec_nv_q8_f16sb_glu_t;
+template [[host_name("matvec_q8_f32_nv_f16sb_glu")]] kernel matvec_nv_q8_f16sb_glu_t matvec_q_nv<8, half2, false, true>;
+typedef decltype(matvec_q_nv<8, float2, false, true>) matvec_nv_q8_f32sb_glu_t;
+template [[host_name("matvec_q8_f32_nv_f32sb_glu")]] kernel matvec_nv_q8_f32sb_glu_t matvec_q_nv<8, float2, false, true>;
+typedef decltype(matvec_q_nv<4, uint, true, true>) matvec_nv_q4_bf16sb_xs_glu_t;
+template [[host_name("matvec_q4_f32_nv_bf16sb_xs_glu")]] kernel matvec_nv_q4_bf16sb_xs_glu_t matvec_q_nv<4, uint, true, true>;
+typedef decltype(matvec_q_nv<4, half2, true, true>) matvec_nv_q4_f16sb_xs_glu_t;
+template [[host_name("matvec_q4_f32_nv_f16sb_xs_glu")]] kernel matvec_nv_q4_f16sb_xs_glu_t matvec_q_nv<4, half2, true, true>;
+typedef decltype(matvec_q_nv<4, float2, true, true>) matvec_nv_q4_f32sb_xs_glu_t;
+template [[host_name("matvec_q4_f32_nv_f32sb_xs_glu")]] kernel matvec_nv_q4_f32sb_xs_glu_t matvec_q_nv<4, float2, true, true>;
+typedef decltype(matvec_q_nv<8, uint, true, true>) matvec_nv_q8_bf16sb_xs_glu_t;
+template [[host_name("matvec_q8_f32_nv_bf16sb_xs_glu")]] kernel matvec_nv_q8_bf16sb_xs_glu_t matvec_q_nv<8, uint, true, true>;
+typedef decltype(matvec_q_nv<8, half2, true, true>) matvec_nv_q8_f16sb_xs_glu_t;
+template [[host_name("matvec_q8_f32_nv_f16sb_xs_glu")]] kernel matvec_nv_q8_f16sb_xs_glu_t matvec_q_nv<8, half2, true, true>;
+typedef decltype(matvec_q_nv<8, float2, true, true>) matvec_nv_q8_f32sb_xs_glu_t;
+template [[host_name("matvec_q8_f32_nv_f32sb_xs_glu")]] kernel matvec_nv_q8_f32sb_xs_glu_t matvec_q_nv<8, float2, true, true>;
