@@ -3,6 +3,7 @@ package kernels
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/ingot-llm/ingot/kernels/cpu"
@@ -73,9 +74,10 @@ func (c *CPU) NewF16(shape ...int) *Tensor {
 }
 
 // Upload checks a host tensor and attaches its [cpu.Weight] view ([cpu.MXFP4]
-// for MXFP4). It copies nothing, except the 4/8-bit weights this CPU's kernels
-// read in their own layout (see [cpu.Prepare]): those move there in one copy,
-// and the tensor returned is a new one that no longer views t's memory.
+// for MXFP4, [cpu.KQuant] for the GGUF block types). It copies nothing,
+// except the 4/8-bit weights this CPU's kernels read in their own layout (see
+// [cpu.Prepare]): those move there in one copy, and the tensor returned is a
+// new one that no longer views t's memory.
 func (c *CPU) Upload(t *Tensor) (*Tensor, error) {
 	if t.DType == DTypeMXFP4 { // its own kernels: see cpu.MXFP4
 		n, k, err := checkWeight(t)
@@ -83,6 +85,14 @@ func (c *CPU) Upload(t *Tensor) (*Tensor, error) {
 			return nil, err
 		}
 		t.Buf, err = cpu.NewMXFP4(t.Data, n, k)
+		return t, err
+	}
+	if kt, ok := cpuKType(t.DType); ok { // GGUF blocks as stored: see cpu.KQuant
+		n, k, err := checkWeight(t)
+		if err != nil {
+			return nil, err
+		}
+		t.Buf, err = cpu.NewKQuant(kt, t.Data, n, k)
 		return t, err
 	}
 	w, err := hostWeight(t)
@@ -129,6 +139,9 @@ func checkWeight(t *Tensor) (n, k int, err error) {
 	if t.DType == DTypeMXFP4 && k%32 != 0 {
 		return 0, 0, fmt.Errorf("kernels: upload: %s%v: %d columns are not whole 32-element blocks", t.DType, t.Shape, k)
 	}
+	if vals, _ := t.DType.BlockSize(); vals > 0 && k%vals != 0 {
+		return 0, 0, fmt.Errorf("kernels: upload: %s%v: %d columns are not whole %d-element blocks", t.DType, t.Shape, k, vals)
+	}
 	if !t.DType.Quantized() {
 		return n, k, nil
 	}
@@ -170,6 +183,14 @@ func hostWeight(t *Tensor) (*cpu.Weight, error) {
 	return w, nil
 }
 
+// cpuKType returns the CPU kernels' block type of a GGUF block dtype.
+func cpuKType(d DType) (cpu.KType, bool) {
+	if !d.Block() {
+		return 0, false
+	}
+	return cpu.KQ8_0 + cpu.KType(d-DTypeQ8_0), true
+}
+
 func weightOf(op string, t *Tensor) *cpu.Weight {
 	w, ok := t.Buf.(*cpu.Weight)
 	if !ok {
@@ -191,6 +212,20 @@ func (c *CPU) Argmax(x *Tensor) (int32, error) { return ArgmaxHost(x.F32()), nil
 // Embed gathers rows of table (V, D) for tokens into dst (L, D) and multiplies them
 // by scale. Token ids out of range panic (callers validate ids against V).
 func (c *CPU) Embed(dst, table *Tensor, tokens []int32, scale float32) {
+	if kq, ok := table.Buf.(*cpu.KQuant); ok {
+		mustShape("Embed", "dst", dst, len(tokens), kq.K)
+		d := dst.F32()
+		for i, tok := range tokens {
+			row := d[i*kq.K : (i+1)*kq.K]
+			kq.Row(row, int(tok))
+			if scale != 1 {
+				for j := range row {
+					row[j] *= scale
+				}
+			}
+		}
+		return
+	}
 	w := weightOf("Embed", table)
 	mustShape("Embed", "dst", dst, len(tokens), w.K)
 	d := dst.F32()
@@ -227,6 +262,13 @@ func (c *CPU) MatMul(dst, x, w *Tensor) {
 		c.pool.MatMulMXFP4(dst.F32(), x.F32(), L, mx)
 		return
 	}
+	if kq, ok := w.Buf.(*cpu.KQuant); ok {
+		L := x.NumRows()
+		mustShape("MatMul", "x", x, L, kq.K)
+		mustShape("MatMul", "dst", dst, L, kq.N)
+		c.pool.MatMulKQuant(dst.F32(), x.F32(), L, kq)
+		return
+	}
 	wt := weightOf("MatMul", w)
 	L := x.NumRows()
 	mustShape("MatMul", "x", x, L, wt.K)
@@ -237,8 +279,8 @@ func (c *CPU) MatMul(dst, x, w *Tensor) {
 // MatMuls computes dst[i] = x · w[i]ᵀ for up to four weights: in a decode
 // step, one mat-vec over the rows of them all (see [cpu.Pool.MatMuls]).
 func (c *CPU) MatMuls(dst []*Tensor, x *Tensor, w []*Tensor) {
-	if len(dst) == len(w) && len(w) > 0 && w[0].DType == DTypeMXFP4 { // no fused form: a MatMul each
-		for i := range w {
+	if len(dst) == len(w) && slices.ContainsFunc(w, func(t *Tensor) bool { return t.DType == DTypeMXFP4 || t.DType.Block() }) {
+		for i := range w { // no fused form: a MatMul each
 			c.MatMul(dst[i], x, w[i])
 		}
 		return

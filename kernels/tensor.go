@@ -29,9 +29,38 @@ const (
 	// and MLX's uint32 words alike); w = fp4(code)·2^(e−127) (see
 	// cpu.MXFP4). No Scales or Biases: a row is its blocks.
 	DTypeMXFP4
+	// DTypeQ8_0, DTypeQ4_0, DTypeQ4K, DTypeQ5K and DTypeQ6K are GGUF's
+	// (ggml's) block types kept as stored: each row is K/32 (Q8_0, Q4_0) or
+	// K/256 (the K-quants) blocks of the file's bytes, with their f16 scales
+	// inside; w is what gguf-py's dequantize computes, in float32 (see
+	// cpu.KQuant). No Scales or Biases.
+	DTypeQ8_0
+	DTypeQ4_0
+	DTypeQ4K
+	DTypeQ5K
+	DTypeQ6K
 )
 
-var dtypeNames = [...]string{"f32", "f16", "bf16", "q2", "q3", "q4", "q5", "q6", "q8", "mxfp4"}
+var dtypeNames = [...]string{"f32", "f16", "bf16", "q2", "q3", "q4", "q5", "q6", "q8", "mxfp4",
+	"q8_0", "q4_0", "q4_k", "q5_k", "q6_k"}
+
+// blockGeom is each GGUF block type's values and bytes per block (ggml's
+// blck_size and type_size), indexed by DType - DTypeQ8_0.
+var blockGeom = [...]struct{ vals, bytes int }{{32, 34}, {32, 18}, {256, 144}, {256, 176}, {256, 210}}
+
+// Block reports whether d is a GGUF block type (DTypeQ8_0…DTypeQ6K).
+func (d DType) Block() bool { return d >= DTypeQ8_0 && d <= DTypeQ6K }
+
+// BlockSize returns the values and bytes per block of a GGUF block type
+// (Q8_0: 32 and 34; Q4_0: 32, 18; Q4_K: 256, 144; Q5_K: 256, 176; Q6_K:
+// 256, 210), or 0, 0 for any other type.
+func (d DType) BlockSize() (vals, bytes int) {
+	if !d.Block() {
+		return 0, 0
+	}
+	g := blockGeom[d-DTypeQ8_0]
+	return g.vals, g.bytes
+}
 
 // String returns the short name used in kernel names and flags ("f32", "q4", …).
 func (d DType) String() string {
@@ -47,7 +76,8 @@ func (d DType) Quantized() bool { return d >= DTypeQ2 && d <= DTypeQ8 }
 // Float reports whether d is f32, f16 or bf16.
 func (d DType) Float() bool { return d <= DTypeBF16 }
 
-// Bits returns the bits per element: 32, 16, or the quantization width.
+// Bits returns the bits per element: 32, 16, or the quantization width (for
+// the block types, the code width: their RowBytes counts the scales too).
 func (d DType) Bits() int {
 	switch d {
 	case DTypeF32:
@@ -58,13 +88,13 @@ func (d DType) Bits() int {
 		return 2
 	case DTypeQ3:
 		return 3
-	case DTypeQ4, DTypeMXFP4:
+	case DTypeQ4, DTypeMXFP4, DTypeQ4_0, DTypeQ4K:
 		return 4
-	case DTypeQ5:
+	case DTypeQ5, DTypeQ5K:
 		return 5
-	case DTypeQ6:
+	case DTypeQ6, DTypeQ6K:
 		return 6
-	case DTypeQ8:
+	case DTypeQ8, DTypeQ8_0:
 		return 8
 	}
 	panic(fmt.Sprintf("kernels: unknown dtype %d", d))
@@ -92,23 +122,28 @@ func QuantDType(bits int) (DType, bool) {
 // RowBytes returns the bytes one row of cols elements occupies. For affine
 // types it is the packed codes only (cols·bits/8, a whole number of uint32
 // words); for MXFP4 the blocks, scale bytes included (17 bytes per 32
-// elements: 4.25 bits a weight).
+// elements: 4.25 bits a weight); for the GGUF block types the blocks
+// (BlockSize: Q8_0 34 bytes per 32 elements, Q4_K 144 per 256, Q6_K 210 per
+// 256).
 func (d DType) RowBytes(cols int) int {
 	if d == DTypeMXFP4 {
 		return cols / 32 * 17
+	}
+	if vals, bytes := d.BlockSize(); vals > 0 {
+		return cols / vals * bytes
 	}
 	return cols * d.Bits() / 8
 }
 
 // elemAlign is the alignment in bytes that viewing or reading d's data as
 // elements needs: f32 values and the packed uint32 codes of affine types are
-// 4-byte words, f16 and bf16 2-byte halves, MXFP4 blocks bytes.
+// 4-byte words, f16 and bf16 2-byte halves, MXFP4 and GGUF blocks bytes.
 func elemAlign(d DType) int {
 	switch d {
 	case DTypeF16, DTypeBF16:
 		return 2
-	case DTypeMXFP4:
-		return 1 // read as bytes: 17-byte blocks
+	case DTypeMXFP4, DTypeQ8_0, DTypeQ4_0, DTypeQ4K, DTypeQ5K, DTypeQ6K:
+		return 1 // read as bytes: 17-byte blocks, GGUF's blocks
 	}
 	return 4
 }

@@ -1,0 +1,296 @@
+package cpu
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync"
+)
+
+// KType is a GGUF (ggml) block type the CPU kernels run as stored.
+type KType uint8
+
+// The block types, with ggml's layouts (ggml-common.h):
+//
+//	type  values bytes  block
+//	Q8_0  32     34     f16 d, int8 q[32]                      w = d·q
+//	Q4_0  32     18     f16 d, q[16] (j low, j+16 high nibble)  w = d·(q−8)
+//	Q4_K  256    144    f16 d, f16 dmin, 12 bytes of 6-bit scales and mins,
+//	                    q[128] (4-bit)                           w = (d·sc)·q − dmin·m
+//	Q5_K  256    176    as Q4_K, then qh[32] (the fifth bits), q[128]
+//	Q6_K  256    210    ql[128], qh[64], int8 sc[16], f16 d      w = (d·sc)·(q−32)
+//
+// Each w is computed in float32 in that order, as gguf-py's
+// quants.dequantize computes it (and package gguf's Dequantize), so every
+// dequantized weight is bit-identical to the reference.
+const (
+	KQ8_0 KType = iota
+	KQ4_0
+	KQ4K
+	KQ5K
+	KQ6K
+)
+
+var kTypes = [...]struct {
+	name        string
+	vals, bytes int
+	deq         func(dst *[256]float32, b []byte) // one block's values into dst[:vals]
+}{
+	KQ8_0: {"q8_0", 32, 34, deqQ8_0},
+	KQ4_0: {"q4_0", 32, 18, deqQ4_0},
+	KQ4K:  {"q4_k", 256, 144, deqQ4K},
+	KQ5K:  {"q5_k", 256, 176, deqQ5K},
+	KQ6K:  {"q6_k", 256, 210, deqQ6K},
+}
+
+// String returns the kernel name of t ("q4_k").
+func (t KType) String() string {
+	if int(t) < len(kTypes) {
+		return kTypes[t].name
+	}
+	return fmt.Sprintf("ktype(%d)", uint8(t))
+}
+
+// BlockSize returns the values and bytes of one block of t.
+func (t KType) BlockSize() (vals, bytes int) { return kTypes[t].vals, kTypes[t].bytes }
+
+// KQuant is an (N, K) matrix in a GGUF block type, row-major: each row K/vals
+// blocks of the file's bytes (see [KType]).
+type KQuant struct {
+	Type KType
+	N, K int
+	B    []byte // N · K/vals · bytes
+}
+
+// NewKQuant checks the size of b for an (n, k) matrix of type t and returns
+// the matrix viewing it.
+func NewKQuant(t KType, b []byte, n, k int) (*KQuant, error) {
+	if int(t) >= len(kTypes) {
+		return nil, fmt.Errorf("cpu: kquant: unknown block type %d", t)
+	}
+	vals, bytes := t.BlockSize()
+	if k <= 0 || k%vals != 0 {
+		return nil, fmt.Errorf("cpu: %s: %d columns are not whole %d-element blocks", t, k, vals)
+	}
+	if want := n * k / vals * bytes; len(b) != want {
+		return nil, fmt.Errorf("cpu: %s: %d bytes for [%d %d], want %d", t, len(b), n, k, want)
+	}
+	return &KQuant{Type: t, N: n, K: k, B: b}, nil
+}
+
+// Bytes returns the bytes a mat-vec reads: the blocks as stored.
+func (w *KQuant) Bytes() int { return len(w.B) }
+
+// row returns the blocks of row n.
+func (w *KQuant) row(n int) []byte {
+	vals, bytes := w.Type.BlockSize()
+	rb := w.K / vals * bytes
+	return w.B[n*rb : (n+1)*rb]
+}
+
+// Row writes row n of w, dequantized exactly, into dst (K).
+func (w *KQuant) Row(dst []float32, n int) {
+	t := &kTypes[w.Type]
+	r := w.row(n)
+	var v [256]float32
+	for j := range w.K / t.vals {
+		t.deq(&v, r[j*t.bytes:(j+1)*t.bytes])
+		copy(dst[j*t.vals:(j+1)*t.vals], v[:t.vals])
+	}
+}
+
+func f16At(b []byte) float32 { return F16ToF32(binary.LittleEndian.Uint16(b)) }
+
+func deqQ8_0(v *[256]float32, b []byte) {
+	d := f16At(b)
+	for j, q := range b[2:34] {
+		v[j] = d * float32(int8(q))
+	}
+}
+
+func deqQ4_0(v *[256]float32, b []byte) {
+	d := f16At(b)
+	var t [16]float32 // the block's 16 values, d·(q−8)
+	for q := range t {
+		t[q] = d * float32(q-8)
+	}
+	for j, x := range b[2:18] {
+		v[j], v[j+16] = t[x&15], t[x>>4]
+	}
+}
+
+// scaleMin is ggml's get_scale_min_k4: the 6-bit scale and min of sub-block s
+// from the 12 scale bytes of a Q4_K or Q5_K block.
+func scaleMin(s int, sc []byte) (float32, float32) {
+	if s < 4 {
+		return float32(sc[s] & 63), float32(sc[s+4] & 63)
+	}
+	return float32(sc[s+4]&15 | (sc[s-4]>>6)<<4), float32(sc[s+4]>>4 | (sc[s]>>6)<<4)
+}
+
+func deqQ4K(v *[256]float32, b []byte) {
+	d, dmin := f16At(b), f16At(b[2:])
+	sc, qs := b[4:16], b[16:144]
+	var lo, hi [16]float32 // values of the low and high nibbles' sub-blocks
+	for k := range 4 {
+		s0, m0 := scaleMin(2*k, sc)
+		s1, m1 := scaleMin(2*k+1, sc)
+		a0, c0, a1, c1 := d*s0, dmin*m0, d*s1, dmin*m1
+		for q := range 16 {
+			lo[q] = float32(a0*float32(q)) - c0 // float32(): no fused multiply-add
+			hi[q] = float32(a1*float32(q)) - c1
+		}
+		y := v[64*k : 64*k+64]
+		for l, x := range qs[32*k : 32*k+32] {
+			y[l], y[l+32] = lo[x&15], hi[x>>4]
+		}
+	}
+}
+
+func deqQ5K(v *[256]float32, b []byte) {
+	d, dmin := f16At(b), f16At(b[2:])
+	sc, qh, qs := b[4:16], b[16:48], b[48:176]
+	for k := range 4 {
+		s0, m0 := scaleMin(2*k, sc)
+		s1, m1 := scaleMin(2*k+1, sc)
+		a0, c0, a1, c1 := d*s0, dmin*m0, d*s1, dmin*m1
+		y := v[64*k : 64*k+64]
+		for l, x := range qs[32*k : 32*k+32] {
+			h := qh[l] >> (2 * k)
+			q0, q1 := x&15|(h&1)<<4, x>>4|(h>>1&1)<<4
+			y[l] = float32(a0*float32(q0)) - c0
+			y[l+32] = float32(a1*float32(q1)) - c1
+		}
+	}
+}
+
+func deqQ6K(v *[256]float32, b []byte) {
+	ql, qh, sc := b[0:128], b[128:192], b[192:208]
+	d := f16At(b[208:])
+	for n := range 2 {
+		ql, qh, y := ql[64*n:64*n+64], qh[32*n:32*n+32], v[128*n:128*n+128]
+		s := sc[8*n : 8*n+8]
+		for h := range 2 { // l in [16h, 16h+16): scale groups 8n+h, +2, +4, +6
+			a0, a1 := d*float32(int8(s[h])), d*float32(int8(s[h+2]))
+			a2, a3 := d*float32(int8(s[h+4])), d*float32(int8(s[h+6]))
+			for l := 16 * h; l < 16*h+16; l++ {
+				x0, x1, e := ql[l], ql[l+32], qh[l]
+				y[l] = a0 * float32(int8(x0&15|(e&3)<<4)-32)
+				y[l+32] = a1 * float32(int8(x1&15|(e>>2&3)<<4)-32)
+				y[l+64] = a2 * float32(int8(x0>>4|(e>>4&3)<<4)-32)
+				y[l+96] = a3 * float32(int8(x1>>4|(e>>6&3)<<4)-32)
+			}
+		}
+	}
+}
+
+// dotKQuant returns row r (blocks of type t) · x: each block dequantized
+// exactly (as Row), each product rounded to float32 and summed in float32 in
+// four chains, and the blocks' sums added in order.
+func dotKQuant(t KType, r []byte, x []float32) float32 {
+	kt := &kTypes[t]
+	var v [256]float32
+	var sum float32
+	for j := range len(x) / kt.vals {
+		kt.deq(&v, r[j*kt.bytes:(j+1)*kt.bytes])
+		xb := x[j*kt.vals : (j+1)*kt.vals]
+		vb := v[:len(xb)]
+		var s0, s1, s2, s3 float32
+		for i := 0; i+4 <= len(xb); i += 4 {
+			s0 += float32(vb[i] * xb[i])
+			s1 += float32(vb[i+1] * xb[i+1])
+			s2 += float32(vb[i+2] * xb[i+2])
+			s3 += float32(vb[i+3] * xb[i+3])
+		}
+		sum += (s0 + s1) + (s2 + s3)
+	}
+	return sum
+}
+
+// MatMulKQuant computes dst (L, N) = x (L, K) · wᵀ, split over the pool's
+// threads. Below kqDeqMinL tokens each output is a dot product against the
+// blocks (dotKQuant); from kqDeqMinL on, each thread dequantizes a block of
+// rows to f32 (as Row: the same values) and runs the f32 kernels on it, so a
+// dequantized weight serves every token. Like MatMul, calls on one Pool must
+// not overlap.
+func (p *Pool) MatMulKQuant(dst, x []float32, L int, w *KQuant) {
+	if len(dst) != L*w.N || len(x) != L*w.K {
+		panic(fmt.Sprintf("cpu: MatMulKQuant: dst %d, x %d for L=%d N=%d K=%d", len(dst), len(x), L, w.N, w.K))
+	}
+	if L == 0 || w.N == 0 {
+		return
+	}
+	t := kqTasks.Get().(*kqTask)
+	*t = kqTask{dst: dst, x: x, L: L, w: w, p: p}
+	if L == 1 {
+		p.RunChunks(w.N, p.vecChunk(w.N), 4, t)
+	} else {
+		p.Run(w.N, 16, t)
+	}
+	*t = kqTask{} // drop references to the caller's slices
+	kqTasks.Put(t)
+}
+
+// kqTasks holds MatMulKQuant's tasks, so a call allocates nothing.
+var kqTasks = sync.Pool{New: func() any { return new(kqTask) }}
+
+// kqDeqMinL is the fewest tokens for which MatMulKQuant dequantizes row
+// blocks.
+var kqDeqMinL = 4
+
+// kqTask is one MatMulKQuant call.
+type kqTask struct {
+	dst, x []float32
+	L      int
+	w      *KQuant
+	p      *Pool
+}
+
+// Do runs rows [n0, n1).
+func (t *kqTask) Do(n0, n1 int) {
+	w, N, K, L := t.w, t.w.N, t.w.K, t.L
+	if L < kqDeqMinL {
+		for n := n0; n < n1; n++ {
+			r := w.row(n)
+			for l := range L {
+				t.dst[l*N+n] = dotKQuant(w.Type, r, t.x[l*K:(l+1)*K])
+			}
+		}
+		return
+	}
+	k := &kern
+	db := <-t.p.deq
+	defer func() { t.p.deq <- db }()
+	tile, tn, tl := k.dTile, k.dTileN, k.dTileL
+	if tile == nil {
+		tile, tn, tl = k.fTile, k.fTileN, k.fTileL
+	}
+	if tile == nil || K%8 != 0 {
+		tn, tl = 1, L+1
+	}
+	rb := rowBlock(K*4, tn)
+	db.f = grow(db.f, min(rb, n1-n0)*K)
+	for nb := n0; nb < n1; nb += rb {
+		ne := min(nb+rb, n1)
+		for n := nb; n < ne; n++ {
+			w.Row(db.f[(n-nb)*K:(n-nb+1)*K], n)
+		}
+		db.w = Weight{Format: FormatF32, N: ne - nb, K: K, F32: db.f[:(ne-nb)*K]}
+		fw := &db.w
+		nt := (ne - nb) / tn * tn // rows [0, nt) of the block in full tiles
+		l := 0
+		for ; l+tl <= L; l += tl {
+			for n := 0; n < nt; n += tn {
+				tile(t.dst[l*N+nb+n:], N, fw, n, t.x[l*K:])
+			}
+		}
+		for ; l < L; l++ {
+			k.fMatVec(t.dst[l*N+nb:l*N+nb+nt], fw, 0, t.x[l*K:(l+1)*K])
+		}
+		if nt < ne-nb {
+			for l := range L {
+				k.fMatVec(t.dst[l*N+nb+nt:l*N+ne], fw, nt, t.x[l*K:(l+1)*K])
+			}
+		}
+	}
+	db.w = Weight{}
+}
