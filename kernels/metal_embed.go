@@ -14,7 +14,7 @@ type embedArgs struct {
 	L            uint32
 }
 
-var embedNames [DTypeQ8 + 1]string
+var embedNames [DTypeQ6K + 1]string
 
 func init() {
 	for d := range embedNames {

@@ -28,8 +28,8 @@ const (
 // Kernel names by weight dtype (_v8: dense, _v16: q4 and q8 only), made
 // once: a dispatch concatenates no string.
 var (
-	matvecNames, matvecV8Names, matvecV16Names [DTypeMXFP4 + 1]string
-	matmulNames                                [DTypeMXFP4 + 1]string
+	matvecNames, matvecV8Names, matvecV16Names [DTypeQ6K + 1]string
+	matmulNames                                [DTypeQ6K + 1]string
 )
 
 func init() {
