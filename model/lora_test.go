@@ -135,6 +135,23 @@ func TestLoraReference(t *testing.T) {
 					checkGreedy(t, s, ref)
 				})
 			}
+			// Another adapter, then back to the reference one.
+			other, err := m.LoadAdapter(randomAdapter(t, m.Config, 9, 0.1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range []*Adapter{other, ads["peft"]} {
+				if err := s.SetAdapter(a); err != nil {
+					t.Fatal(err)
+				}
+				got, err := s.Forward(context.Background(), ref.InputIDs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d := maxAbs(got, ref.LogitsLast); (d <= logitTol) != (a != other) {
+					t.Errorf("after switching to adapter %s: last logits max-abs %g from the reference adapter's", a.Dir(), d)
+				}
+			}
 			if err := s.SetAdapter(nil); err != nil {
 				t.Fatal(err)
 			}
