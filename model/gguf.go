@@ -14,16 +14,29 @@ import (
 	"github.com/ingot-llm/ingot/gguf"
 )
 
-// ggufArchs maps GGUF's general.architecture to the Hugging Face architecture
-// whose switches (model/arch.go) the GGUF layout matches, and says whether the
-// converter permuted the q and k rows for interleaved RoPE (see unpermute).
-var ggufArchs = map[string]struct {
-	hf       string
-	permuted bool
-}{
-	"llama": {"LlamaForCausalLM", true},
-	"qwen2": {"Qwen2ForCausalLM", false},
-	"qwen3": {"Qwen3ForCausalLM", false},
+// ggufArch is how one GGUF architecture (general.architecture) maps onto
+// ingot: the Hugging Face architecture whose switches (model/arch.go) its
+// layout matches, and what llama.cpp's convert_hf_to_gguf.py did on the way
+// (docs/gguf.md cites the converter and llama.cpp source for each row).
+type ggufArch struct {
+	hf       string            // the architectures entry
+	permuted bool              // q and k rows permuted for interleaved RoPE (see unpermute)
+	folded   bool              // norm weights stored as applied: the converter added Gemma's 1 (loader.folded)
+	names    map[string]string // per-layer tensor names beyond ggufLayer, or in place of its entries
+
+	// config reads the architecture's own keys, after the common ones.
+	config func(f *gguf.File, arch string, c *Config) error
+}
+
+// ggufArchs is every GGUF architecture ingot loads, one row each.
+var ggufArchs = map[string]ggufArch{
+	"llama":  {hf: "LlamaForCausalLM", permuted: true}, // Llama 2/3 and Mistral (LlamaModel converts MistralForCausalLM)
+	"qwen2":  {hf: "Qwen2ForCausalLM"},
+	"qwen3":  {hf: "Qwen3ForCausalLM"},
+	"gemma":  {hf: "GemmaForCausalLM", folded: true},
+	"gemma2": {hf: "Gemma2ForCausalLM", folded: true, names: ggufSandwich, config: ggufGemma2},
+	"gemma3": {hf: "Gemma3ForCausalLM", folded: true, names: ggufSandwich, config: ggufGemma3},
+	"phi3":   {hf: "Phi3ForCausalLM", names: ggufPhi3Names, config: ggufPhi3},
 }
 
 // ggufNames maps GGUF tensor names to the Hugging Face names the loader asks
@@ -50,7 +63,25 @@ var (
 		"ffn_up.weight":      "mlp.up_proj.weight",
 		"ffn_down.weight":    "mlp.down_proj.weight",
 	}
+	// ggufSandwich is Gemma 2's and 3's four norms a layer (gguf-py
+	// tensor_mapping.py: ATTN_POST_NORM, FFN_PRE_NORM, FFN_POST_NORM; their
+	// MODEL_TENSORS have no FFN_NORM, so ffn_norm is the pre-feedforward one).
+	ggufSandwich = map[string]string{
+		"post_attention_norm.weight": "post_attention_layernorm.weight",
+		"ffn_norm.weight":            "pre_feedforward_layernorm.weight",
+		"post_ffw_norm.weight":       "post_feedforward_layernorm.weight",
+	}
+	// ggufPhi3Names is Phi-3's fused projections, kept fused by the converter:
+	// attn_qkv is q, k then v rows; ffn_up is the gate rows then the up rows
+	// (llama.cpp's ggml_swiglu activates the first half).
+	ggufPhi3Names = map[string]string{
+		"attn_qkv.weight": "self_attn.qkv_proj.weight",
+		"ffn_up.weight":   "mlp.gate_up_proj.weight",
+	}
 )
+
+// ggufFolded are the tensors the config absorbs (rope frequency factors).
+var ggufFolded = []string{"rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight"}
 
 // ggufSplitPart matches the name of a part of a split GGUF file.
 var ggufSplitPart = regexp.MustCompile(`^(.*)-(\d{5})-of-(\d{5})\.gguf$`)
@@ -87,7 +118,7 @@ func GGUFFile(path string) (file string, ok bool, err error) {
 	return "", false, fmt.Errorf("model: %s holds %d GGUF models (%s, …): pass one file", path, len(models), filepath.Base(models[0]))
 }
 
-// loadGGUF opens a GGUF file (arch llama, qwen2 or qwen3; see docs/gguf.md).
+// loadGGUF opens a GGUF file (an architecture of ggufArchs; see docs/gguf.md).
 // Quantized tensors become ingot's affine form with the same values; F32, F16
 // and BF16 tensors stay views of the mapped file unless they must be reordered.
 func loadGGUF(ctx context.Context, path string, o Options) (*Model, error) {
@@ -95,7 +126,7 @@ func loadGGUF(ctx context.Context, path string, o Options) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
-	cfg, eos, files, quant, err := ggufModel(f)
+	cfg, a, eos, files, quant, err := ggufModel(f)
 	if errors.Is(err, ErrUnsupportedArch) {
 		f.Close()
 		return nil, fmt.Errorf("%w in %s", err, path)
@@ -110,7 +141,7 @@ func loadGGUF(ctx context.Context, path string, o Options) (*Model, error) {
 		files.Close()
 		return nil, err
 	}
-	l := &loader{files: files, quant: quant, used: map[string]bool{}}
+	l := &loader{files: files, quant: quant, used: map[string]bool{}, folded: a.folded}
 	m, err := build(cfg, eos, l, o)
 	if err != nil {
 		files.Close()
@@ -126,21 +157,21 @@ func loadGGUF(ctx context.Context, path string, o Options) (*Model, error) {
 	return m, nil
 }
 
-// ggufModel reads the config, EOS ids and weights of f.
-func ggufModel(f *gguf.File) (*Config, []int32, *weightFiles, *quantConfig, error) {
-	cfg, permuted, err := ggufConfig(f)
+// ggufModel reads the config, architecture row, EOS ids and weights of f.
+func ggufModel(f *gguf.File) (*Config, ggufArch, []int32, *weightFiles, *quantConfig, error) {
+	cfg, a, err := ggufConfig(f)
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return nil, a, nil, nil, nil, err
 	}
 	eos, err := ggufEOS(f)
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return nil, a, nil, nil, nil, err
 	}
-	files, quant, err := ggufWeights(f, cfg, permuted)
+	files, quant, err := ggufWeights(f, cfg, a)
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return nil, a, nil, nil, nil, err
 	}
-	return cfg, eos, files, quant, nil
+	return cfg, a, eos, files, quant, nil
 }
 
 // ggufTypeMix names the tensor types of a GGUF file with their counts, most
@@ -183,15 +214,15 @@ func ggufFileType(f *gguf.File) string {
 	return "?"
 }
 
-// ggufConfig maps the <arch>.* metadata to a Config. It reports every problem
-// at once, naming the GGUF key.
-func ggufConfig(f *gguf.File) (*Config, bool, error) {
+// ggufConfig maps the <arch>.* metadata to a Config, and returns the
+// architecture's row. It reports every problem at once, naming the GGUF key.
+func ggufConfig(f *gguf.File) (*Config, ggufArch, error) {
 	name, ok, err := f.String("general.architecture")
 	if err != nil {
-		return nil, false, err
+		return nil, ggufArch{}, err
 	}
 	if !ok {
-		return nil, false, errors.New(`missing key "general.architecture"`)
+		return nil, ggufArch{}, errors.New(`missing key "general.architecture"`)
 	}
 	a, known := ggufArchs[name]
 	if !known {
@@ -200,7 +231,7 @@ func ggufConfig(f *gguf.File) (*Config, bool, error) {
 			names = append(names, k)
 		}
 		slices.Sort(names)
-		return nil, false, fmt.Errorf("%w %q (general.architecture; ingot loads %v from GGUF)", ErrUnsupportedArch, name, names)
+		return nil, a, fmt.Errorf("%w %q (general.architecture; ingot loads %v from GGUF)", ErrUnsupportedArch, name, names)
 	}
 	var errs []error
 	uint := func(key string, required bool) int {
@@ -253,7 +284,7 @@ func ggufConfig(f *gguf.File) (*Config, bool, error) {
 		}
 	}
 	if len(errs) > 0 {
-		return nil, false, errors.Join(errs...)
+		return nil, a, errors.Join(errs...)
 	}
 	c.applyDefaults()
 	if rd := uint("rope.dimension_count", false); rd != 0 && rd != c.HeadDim {
@@ -262,10 +293,15 @@ func ggufConfig(f *gguf.File) (*Config, bool, error) {
 	if err := ggufRope(f, name, c); err != nil {
 		errs = append(errs, err)
 	}
+	if a.config != nil {
+		if err := a.config(f, name, c); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := c.validate(); err != nil {
 		errs = append(errs, err)
 	}
-	return c, a.permuted, errors.Join(errs...)
+	return c, a, errors.Join(errs...)
 }
 
 // ggufRope maps the rope scaling keys and rope_freqs.weight onto c. Llama 3.x
@@ -293,6 +329,11 @@ func ggufRope(f *gguf.File, arch string, c *Config) error {
 	freqs, hasFreqs := f.Tensor("rope_freqs.weight")
 	switch typ {
 	case "", "none":
+	case "longrope": // Phi-3's factors are the tensors rope_factors_long and _short: ggufPhi3
+		if _, ok := f.Tensor("rope_factors_long.weight"); !ok {
+			return fmt.Errorf("%s.rope.scaling.type %q without tensor %q", arch, typ, "rope_factors_long.weight")
+		}
+		return nil
 	case "linear", "yarn":
 		if hasFreqs {
 			return fmt.Errorf("%s.rope.scaling.type %q together with tensor %q is not supported", arch, typ, "rope_freqs.weight")
@@ -300,31 +341,177 @@ func ggufRope(f *gguf.File, arch string, c *Config) error {
 		c.RopeScaling = &RopeParams{Type: typ, Factor: factor, OriginalMax: int(min(orig, 1<<30))}
 		return nil
 	default:
-		return fmt.Errorf("%s.rope.scaling.type %q is not supported (none, linear, yarn)", arch, typ)
+		return fmt.Errorf("%s.rope.scaling.type %q is not supported (none, linear, yarn, longrope)", arch, typ)
 	}
 	if !hasFreqs {
 		return nil
 	}
+	ext, err := ggufFactors(freqs, c)
+	if err != nil {
+		return err
+	}
+	one := 1.0
+	c.RopeScaling = &RopeParams{Type: "longrope", ShortFactor: ext, LongFactor: ext, AttentionFactor: &one}
+	return nil
+}
+
+// ggufFactors reads a tensor of rope frequency divisors: F32, one positive
+// value per rotated pair.
+func ggufFactors(t *gguf.Tensor, c *Config) ([]float64, error) {
 	dim := c.HeadDim / 2 // one factor per rotated pair
 	if c.PartialRotaryFactor != 0 {
 		dim = int(float64(c.HeadDim)*c.PartialRotaryFactor) / 2
 	}
-	if freqs.Type != gguf.TypeF32 || len(freqs.Dims) != 1 || freqs.Dims[0] != uint64(dim) {
-		return fmt.Errorf("tensor %q is %s %v, want F32 [%d]", "rope_freqs.weight", freqs.Type, freqs.Dims, dim)
+	if t.Type != gguf.TypeF32 || len(t.Dims) != 1 || t.Dims[0] != uint64(dim) {
+		return nil, fmt.Errorf("tensor %q is %s %v, want F32 [%d]", t.Name, t.Type, t.Dims, dim)
 	}
 	v := make([]float32, dim)
-	if err := gguf.Dequantize(v, freqs.Type, freqs.Data); err != nil {
-		return err
+	if err := gguf.Dequantize(v, t.Type, t.Data); err != nil {
+		return nil, err
 	}
 	ext := make([]float64, dim)
 	for i, x := range v {
 		if !(x > 0) {
-			return fmt.Errorf("tensor %q: factor %d (%g) must be positive", "rope_freqs.weight", i, x)
+			return nil, fmt.Errorf("tensor %q: factor %d (%g) must be positive", t.Name, i, x)
 		}
 		ext[i] = float64(x)
 	}
-	one := 1.0
-	c.RopeScaling = &RopeParams{Type: "longrope", ShortFactor: ext, LongFactor: ext, AttentionFactor: &one}
+	return ext, nil
+}
+
+// ggufFloat sets *dst to the number under key when the file has it.
+func ggufFloat(f *gguf.File, key string, dst *float64) error {
+	v, ok, err := f.Float(key)
+	if ok && err == nil {
+		*dst = v
+	}
+	return err
+}
+
+// ggufSliding sets a sliding window of attention.sliding_window tokens (window
+// when the key is absent; none when 0) on layer i when i % period < period-1,
+// where period is attention.sliding_window_pattern (period when absent; 0: every
+// layer slides). As llama.cpp's gemma2/gemma3 loaders read the pattern into a
+// scalar (get_key_or_arr), a per-layer array there is ignored.
+func ggufSliding(f *gguf.File, arch string, c *Config, window, period int) error {
+	if v, ok, err := f.Uint(arch + ".attention.sliding_window"); err != nil {
+		return err
+	} else if ok {
+		window = int(min(v, 1<<30))
+	}
+	if window == 0 {
+		return nil
+	}
+	key := arch + ".attention.sliding_window_pattern"
+	if i := slices.IndexFunc(f.KV, func(kv gguf.KV) bool { return kv.Key == key }); i >= 0 && f.KV[i].Type != gguf.TypeArray {
+		v, _, err := f.Uint(key)
+		if err != nil {
+			return err
+		}
+		period = int(min(v, 1<<30))
+	}
+	c.SlidingWindow = &window
+	c.LayerTypes = make([]string, c.NumLayers)
+	for i := range c.LayerTypes {
+		c.LayerTypes[i] = "full_attention"
+		if period == 0 || i%period < period-1 {
+			c.LayerTypes[i] = "sliding_attention"
+		}
+	}
+	return nil
+}
+
+// ggufGemmaQueryScalar is the attention scale of llama.cpp's Gemma 2 and 3 as a
+// query_pre_attn_scalar: the converter drops that key, and llama.cpp scales
+// queries by 1/√key_length, or by 1/√(D/H) (integer D/H) for the 27B model,
+// which it knows by its layer count (src/models/gemma2.cpp and gemma3.cpp,
+// load_arch_hparams). For the released models this is query_pre_attn_scalar.
+func ggufGemmaQueryScalar(c *Config, layers27B int) float64 {
+	if c.NumLayers == layers27B {
+		return float64(c.HiddenSize / c.NumHeads)
+	}
+	return float64(c.HeadDim)
+}
+
+// ggufGemma2 reads Gemma 2's keys as llama.cpp's loader does
+// (src/models/gemma2.cpp): attn_logit_softcapping and final_logit_softcapping
+// (50 and 30 when absent, always applied); a sliding window (4096 when absent)
+// on the even layers (pattern 2 when absent); rope.freq_base_swa for the
+// sliding layers when given (same scaling as the others); the query scale of
+// ggufGemmaQueryScalar (27B: 46 layers).
+func ggufGemma2(f *gguf.File, arch string, c *Config) error {
+	c.AttnSoftcap, c.FinalSoftcap = 50, 30
+	c.QueryPreAttnScalar = ggufGemmaQueryScalar(c, 46)
+	full := c.rope()
+	swa := full
+	err := errors.Join(ggufFloat(f, arch+".attn_logit_softcapping", &c.AttnSoftcap),
+		ggufFloat(f, arch+".final_logit_softcapping", &c.FinalSoftcap),
+		ggufFloat(f, arch+".rope.freq_base_swa", &swa.Theta),
+		ggufSliding(f, arch, c, 4096, 2))
+	if swa.Theta != full.Theta && c.SlidingWindow != nil {
+		c.RopeParameters = &RopeParams{ByType: map[string]RopeParams{"full_attention": full, "sliding_attention": swa}}
+	}
+	return err
+}
+
+// ggufGemma3 reads Gemma 3's keys as llama.cpp's loader does
+// (src/models/gemma3.cpp): final_logit_softcapping (none when absent); with
+// attention.sliding_window > 0, that window on layer i when i % 6 < 5 (or
+// attention.sliding_window_pattern's period: the converter writes none, so
+// layer_types beyond that pattern are lost), the sliding layers rotating with
+// rope.freq_base_swa (10000 when absent) unscaled, the others with
+// rope.freq_base and its scaling; the query scale of ggufGemmaQueryScalar
+// (27B: 62 layers). There is no attention softcap.
+func ggufGemma3(f *gguf.File, arch string, c *Config) error {
+	c.QueryPreAttnScalar = ggufGemmaQueryScalar(c, 62)
+	swa := RopeParams{Type: "default", Theta: 10000}
+	err := errors.Join(ggufFloat(f, arch+".final_logit_softcapping", &c.FinalSoftcap),
+		ggufFloat(f, arch+".rope.freq_base_swa", &swa.Theta),
+		ggufSliding(f, arch, c, 0, 6))
+	if c.SlidingWindow != nil {
+		c.RopeParameters = &RopeParams{ByType: map[string]RopeParams{"full_attention": c.rope(), "sliding_attention": swa}}
+	}
+	return err
+}
+
+// ggufPhi3 reads Phi-3's keys as llama.cpp's loader does (src/models/phi3.cpp):
+// attention.sliding_window is ignored (llama.cpp disables Phi-3's SWA); the
+// 128k models' tensors rope_factors_long and rope_factors_short, with
+// rope.scaling.attn_factor (1 when absent) and
+// rope.scaling.original_context_length, become longrope scaling: the short
+// factors while the context fits the original length, else the long ones
+// (llama_model::get_rope_factors).
+func ggufPhi3(f *gguf.File, arch string, c *Config) error {
+	long, hasLong := f.Tensor("rope_factors_long.weight")
+	short, hasShort := f.Tensor("rope_factors_short.weight")
+	switch {
+	case !hasLong && !hasShort:
+		return nil
+	case !hasLong:
+		return errors.New(`missing tensor "rope_factors_long.weight" (there is "rope_factors_short.weight")`)
+	case !hasShort:
+		return errors.New(`missing tensor "rope_factors_short.weight" (there is "rope_factors_long.weight")`)
+	case c.RopeScaling != nil:
+		return fmt.Errorf("%s.rope.scaling.type %q together with tensor %q is not supported", arch, c.RopeScaling.Type, "rope_factors_long.weight")
+	}
+	lf, err := ggufFactors(long, c)
+	if err != nil {
+		return err
+	}
+	sf, err := ggufFactors(short, c)
+	if err != nil {
+		return err
+	}
+	attn := 1.0
+	if err := ggufFloat(f, arch+".rope.scaling.attn_factor", &attn); err != nil {
+		return err
+	}
+	orig, _, err := f.Uint(arch + ".rope.scaling.original_context_length")
+	if err != nil {
+		return err
+	}
+	c.OriginalMaxPos = int(min(orig, 1<<30))
+	c.RopeScaling = &RopeParams{Type: "longrope", LongFactor: lf, ShortFactor: sf, AttentionFactor: &attn, OriginalMax: c.OriginalMaxPos}
 	return nil
 }
 
@@ -385,11 +572,19 @@ func ggufShapes(c *Config) map[string]struct {
 	for i := range c.NumLayers {
 		p := fmt.Sprintf("blk.%d.", i)
 		for name, sh := range map[string]shape{
-			"attn_norm.weight": {D, 0, true}, "attn_q.weight": {q, D, true}, "attn_k.weight": {kv, D, true},
-			"attn_v.weight": {kv, D, true}, "attn_output.weight": {D, q, true}, "ffn_norm.weight": {D, 0, true},
-			"ffn_gate.weight": {F, D, true}, "ffn_up.weight": {F, D, true}, "ffn_down.weight": {D, F, true},
+			"attn_norm.weight": {D, 0, true}, "attn_output.weight": {D, q, true}, "ffn_norm.weight": {D, 0, true},
+			"ffn_down.weight": {D, F, true},
 		} {
 			s[p+name] = sh
+		}
+		if a.fusedPhi3 { // q, k, v rows in one; gate then up rows in one
+			s[p+"attn_qkv.weight"], s[p+"ffn_up.weight"] = shape{q + 2*kv, D, true}, shape{2 * F, D, true}
+		} else {
+			s[p+"attn_q.weight"], s[p+"attn_k.weight"], s[p+"attn_v.weight"] = shape{q, D, true}, shape{kv, D, true}, shape{kv, D, true}
+			s[p+"ffn_gate.weight"], s[p+"ffn_up.weight"] = shape{F, D, true}, shape{F, D, true}
+		}
+		if a.sandwich {
+			s[p+"post_attention_norm.weight"], s[p+"post_ffw_norm.weight"] = shape{D, 0, true}, shape{D, 0, true}
 		}
 		if a.qkvBias {
 			s[p+"attn_q.bias"], s[p+"attn_k.bias"], s[p+"attn_v.bias"] = shape{q, 0, true}, shape{kv, 0, true}, shape{kv, 0, true}
@@ -401,8 +596,9 @@ func ggufShapes(c *Config) map[string]struct {
 	return s
 }
 
-// hfName returns the Hugging Face name of a GGUF tensor, or "" if ingot has none.
-func hfName(name string, layers int) string {
+// hfName returns the Hugging Face name of a GGUF tensor, or "" if ingot has
+// none; names are the architecture's own per-layer names (ggufArch.names).
+func hfName(name string, layers int, names map[string]string) string {
 	if n, ok := ggufGlobal[name]; ok {
 		return n
 	}
@@ -411,7 +607,10 @@ func hfName(name string, layers int) string {
 		return ""
 	}
 	i, suffix, ok := strings.Cut(rest, ".")
-	n, known := ggufLayer[suffix]
+	n, known := names[suffix]
+	if !known {
+		n, known = ggufLayer[suffix]
+	}
 	var layer int
 	if _, err := fmt.Sscanf(i, "%d", &layer); err != nil || !ok || !known || layer < 0 || layer >= layers || fmt.Sprint(layer) != i {
 		return ""
@@ -421,12 +620,13 @@ func hfName(name string, layers int) string {
 
 // ggufWeights turns the tensors of f into the loader's safetensors-shaped
 // entries under Hugging Face names, checking each against the config first so
-// that errors name the GGUF tensor. Affine block types become U32 codes with
+// that errors name the GGUF tensor. Q8_0, Q4_0, Q4_K, Q5_K and Q6_K matrices
+// stay the blocks as stored (see ggufNative); other block types become U32 codes with
 // f32 scales and biases (one override per module in the returned quantConfig);
 // F32/F16/BF16 stay views of the file. q and k rows are un-permuted when the
 // converter permuted them. Tensors ingot does not read keep their GGUF names,
 // so the loader reports them as unused.
-func ggufWeights(f *gguf.File, c *Config, permuted bool) (*weightFiles, *quantConfig, error) {
+func ggufWeights(f *gguf.File, c *Config, a ggufArch) (*weightFiles, *quantConfig, error) {
 	w := &weightFiles{tensors: map[string]*stTensor{}, maps: f.Maps(), largest: make([]int, len(f.Maps()))}
 	quant := &quantConfig{override: map[string]*quantConfig{}}
 	shapes := ggufShapes(c)
@@ -439,14 +639,14 @@ func ggufWeights(f *gguf.File, c *Config, permuted bool) (*weightFiles, *quantCo
 	for _, t := range f.Tensors {
 		w.largest[t.Split] = max(w.largest[t.Split], len(t.Data))
 		sh, want := shapes[t.Name]
-		hf := hfName(t.Name, c.NumLayers)
+		hf := hfName(t.Name, c.NumLayers, a.names)
 		if !want || hf == "" {
-			if t.Name != "rope_freqs.weight" { // folded into the config
+			if !slices.Contains(ggufFolded, t.Name) {
 				w.tensors[t.Name] = &stTensor{Name: t.Name, DType: t.Type.String(), Data: t.Data}
 			}
 			continue
 		}
-		if err := ggufTensor(w, quant, t, hf, sh.rows, sh.cols, c, permuted); err != nil {
+		if err := ggufTensor(w, quant, t, hf, sh.rows, sh.cols, c, a.permuted); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -570,7 +770,7 @@ func estimateGGUF(path string, o Options, so SessionOptions) (weights, session i
 		return 0, 0, fmt.Errorf("model: %s: %w", path, err)
 	}
 	for _, t := range f.Tensors {
-		if t.Name == "rope_freqs.weight" {
+		if slices.Contains(ggufFolded, t.Name) {
 			continue // folded into the config
 		}
 		rows, cols := t.Rows()

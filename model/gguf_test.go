@@ -251,10 +251,9 @@ func TestGGUFPermutation(t *testing.T) {
 
 	dir, ref := readGGUFRef(t, "llama-F16")
 	saved := ggufArchs["llama"]
-	ggufArchs["llama"] = struct {
-		hf       string
-		permuted bool
-	}{saved.hf, false}
+	unpermuted := saved
+	unpermuted.permuted = false
+	ggufArchs["llama"] = unpermuted
 	s := open(t, filepath.Join(dir, "model.gguf"), Options{Threads: 2}, SessionOptions{})
 	ggufArchs["llama"] = saved
 	logits, err := s.Forward(context.Background(), ref.InputIDs)
@@ -374,7 +373,7 @@ func TestGGUFBadModels(t *testing.T) {
 		{"missing tensor", dropTensor("blk.0.attn_k_norm.weight"), `missing tensor "blk.0.attn_k_norm.weight"`},
 		{"missing key", setKV("qwen3.block_count", 0, nil), `missing key "qwen3.block_count"`},
 		{"key type", setKV("qwen3.embedding_length", gguf.TypeString, "256"), `key "qwen3.embedding_length" is string, want an integer`},
-		{"arch", setKV("general.architecture", gguf.TypeString, "mamba"), `model: unsupported architecture "mamba" (general.architecture; ingot loads [llama qwen2 qwen3] from GGUF) in `},
+		{"arch", setKV("general.architecture", gguf.TypeString, "mamba"), `model: unsupported architecture "mamba" (general.architecture; ingot loads [gemma gemma2 gemma3 llama phi3 qwen2 qwen3] from GGUF) in `},
 		{"dims", setKV("qwen3.feed_forward_length", gguf.TypeUint32, uint32(256)), `tensor "blk.0.ffn_down.weight" has dimensions [512 256], the metadata implies [256 256]`},
 		{"rope type", setKV("qwen3.rope.scaling.type", gguf.TypeString, "su"), `qwen3.rope.scaling.type "su" is not supported`},
 		{"unsupported type", func(kvs []gguf.KV, ts []*gguf.Tensor) ([]gguf.KV, []*gguf.Tensor) {

@@ -124,6 +124,7 @@ type loader struct {
 	used   map[string]bool
 	bytes  int64                  // weight bytes uploaded
 	fuse   map[string]*loraModule // an adapter to merge by module, removed as merged (Options.Fuse); nil: none
+	folded bool                   // norm weights are stored as applied (GGUF Gemma: the converter added the 1): vector adds none
 }
 
 // full is the stored name of tensor name: with the checkpoint's prefix, or
@@ -312,7 +313,8 @@ func (l *loader) hostVector(name string, n int) ([]float32, error) {
 }
 
 // vector loads a 1-D tensor of n elements as f32 (norm weights, biases). With
-// plusOne it adds 1 in float32, turning Gemma's stored (w) into the (1+w) it applies.
+// plusOne it adds 1 in float32, turning Gemma's stored (w) into the (1+w) it applies,
+// unless the file holds (1+w) already (l.folded).
 func (l *loader) vector(name string, n int, plusOne bool) (*kernels.Tensor, error) {
 	if l.synth != nil {
 		return l.upload(name, kernels.FromF32(l.synth.vector(name, n), n))
@@ -328,7 +330,7 @@ func (l *loader) vector(name string, n int, plusOne bool) (*kernels.Tensor, erro
 	if err != nil {
 		return nil, err
 	}
-	if plusOne {
+	if plusOne && !l.folded {
 		for i := range f {
 			f[i]++
 		}
