@@ -704,11 +704,11 @@ func (m *llama) decoder(b kernels.Backend, s *acts, c *cache, pos int) {
 			}
 			linears(b, qkv, s.h, l.qkv, l.qkvB) // q (L, H·Dh), k and v (L, Hkv·Dh)
 			if s.lora != nil {
-				s.lora.apply(b, i, slotQ, s.q, s.h)
-				s.lora.apply(b, i, slotK, s.k, s.h)
-				s.lora.apply(b, i, slotV, s.v, s.h)
+				s.lora.apply(b, i, slotQ, s.q, s.h, true)
+				s.lora.apply(b, i, slotK, s.k, s.h, false)
+				s.lora.apply(b, i, slotV, s.v, s.h, false)
 				if l.wg != nil {
-					s.lora.apply(b, i, slotAttnGate, s.gate, s.h)
+					s.lora.apply(b, i, slotAttnGate, s.gate, s.h, false)
 				}
 			}
 			if l.qNorm != nil {
@@ -725,7 +725,7 @@ func (m *llama) decoder(b kernels.Backend, s *acts, c *cache, pos int) {
 				b.GLU(s.att, s.gate, s.att, kernels.ActSigmoid) // σ(gate)·attention
 			}
 			linear(b, s.h, s.att, l.wo, l.bo) // (L, D)
-			s.lora.apply(b, i, slotO, s.h, s.att)
+			s.lora.apply(b, i, slotO, s.h, s.att, true)
 		}
 		if l.postAttnNorm != nil {
 			b.RMSNorm(s.h, s.h, l.postAttnNorm, eps)
@@ -740,13 +740,13 @@ func (m *llama) decoder(b kernels.Backend, s *acts, c *cache, pos int) {
 			} else {
 				linears(b, s.gu, s.h, l.gu, l.guB) // g and u (L, F)
 				if s.lora != nil {
-					s.lora.apply(b, i, slotGate, s.g, s.h)
-					s.lora.apply(b, i, slotUp, s.u, s.h)
+					s.lora.apply(b, i, slotGate, s.g, s.h, true)
+					s.lora.apply(b, i, slotUp, s.u, s.h, false)
 				}
 				b.GLU(s.g, s.g, s.u, m.act) // act(g)·u
 			}
 			linear(b, s.h, s.g, l.down, l.bd) // (L, D)
-			s.lora.apply(b, i, slotDown, s.h, s.g)
+			s.lora.apply(b, i, slotDown, s.h, s.g, true)
 		}
 		if l.postMLPNorm != nil {
 			b.RMSNorm(out, out, l.postMLPNorm, eps)

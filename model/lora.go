@@ -678,6 +678,9 @@ type loraActs struct {
 	t, u   *kernels.Tensor
 	tv, uv map[int]*kernels.Tensor // views (L, n) by n
 	bytes  int64
+	// lastA and lastX are the A and x whose product t holds within a
+	// group of apply calls (see apply).
+	lastA, lastX *kernels.Tensor
 }
 
 func newLoraActs(b kernels.Backend, c *Config, L, rank int) *loraActs {
@@ -709,11 +712,16 @@ func view(cache map[int]*kernels.Tensor, t *kernels.Tensor, n int) *kernels.Tens
 	return &v
 }
 
-// lora adds layer i's adapter of slot into dst (L, out), computed from
-// x (L, in), when the session has an adapter that adapts it.
-func (la *loraActs) apply(b kernels.Backend, i, slot int, dst, x *kernels.Tensor) {
+// apply adds layer i's adapter of slot into dst (L, out), computed from
+// x (L, in), when the session has an adapter that adapts it. first starts a
+// group of slots computed from one x in a row (q, k, v; gate, up): within
+// it, the slots of a fused module share x·Aᵀ, computed once.
+func (la *loraActs) apply(b kernels.Backend, i, slot int, dst, x *kernels.Tensor, first bool) {
 	if la == nil {
 		return
+	}
+	if first {
+		la.lastA = nil
 	}
 	p := la.ad.layers[i][slot]
 	if p == nil {
@@ -721,7 +729,10 @@ func (la *loraActs) apply(b kernels.Backend, i, slot int, dst, x *kernels.Tensor
 	}
 	t := view(la.tv, la.t, p.a.Shape[0])
 	u := view(la.uv, la.u, p.b.Shape[0])
-	b.MatMul(t, x, p.a) // (L, r)
+	if p.a != la.lastA || x != la.lastX {
+		b.MatMul(t, x, p.a) // (L, r)
+		la.lastA, la.lastX = p.a, x
+	}
 	b.MatMul(u, t, p.b) // (L, out)
 	b.Add(dst, dst, u)
 }

@@ -747,3 +747,49 @@ func TestLoraDecodeAllocs(t *testing.T) {
 		t.Errorf("decode step with an adapter allocates %.1f times", allocs)
 	}
 }
+
+// TestLoraOneModule adapts a single module (a fused one for Phi-3, whose
+// q, k and v share x·Aᵀ) and decodes token by token: each step's logits
+// equal the fused model's, so nothing computed in one step is reused in the
+// next.
+func TestLoraOneModule(t *testing.T) {
+	for _, c := range []struct{ name, module string }{{"llama3", "self_attn.q_proj"}, {"phi3", "self_attn.qkv_proj"}, {"phi3", "mlp.gate_up_proj"}} {
+		t.Run(c.name+"/"+c.module, func(t *testing.T) {
+			base, ref := readRef(t, c.name)
+			s := open(t, base, Options{Threads: 2}, SessionOptions{Context: 64})
+			cfg := s.Model().Config
+			in, out, _ := loraDims(cfg, c.module)
+			rng := rand.New(rand.NewPCG(7, 8))
+			p := fmt.Sprintf("base_model.model.model.layers.1.%s.lora_", c.module)
+			dir := t.TempDir()
+			writeSafetensors(t, filepath.Join(dir, "adapter_model.safetensors"), map[string]*stTensor{
+				p + "A.weight": randTensor(rng, 0.2, 2, in), p + "B.weight": randTensor(rng, 0.2, out, 2)})
+			writeJSON(t, filepath.Join(dir, "adapter_config.json"), map[string]any{"peft_type": "LORA", "r": 2, "lora_alpha": 4})
+			a, err := s.Model().LoadAdapter(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.SetAdapter(a); err != nil {
+				t.Fatal(err)
+			}
+			fused := open(t, base, Options{Threads: 2, Fuse: dir}, SessionOptions{Context: 64})
+			var worst, moved float64
+			for _, tok := range ref.InputIDs {
+				want, err := fused.Forward(context.Background(), []int32{tok})
+				if err != nil {
+					t.Fatal(err)
+				}
+				want = slices.Clone(want)
+				got, err := s.Forward(context.Background(), []int32{tok})
+				if err != nil {
+					t.Fatal(err)
+				}
+				worst = max(worst, maxAbs(got, want))
+			}
+			moved = maxAbs(s.one.hostLogit, ref.LogitsLast)
+			if worst > logitTol || moved < 1e-2 {
+				t.Errorf("decode: unfused vs fused max-abs %g; the adapter moves the last logits by %g", worst, moved)
+			}
+		})
+	}
+}
