@@ -2,25 +2,27 @@ package model
 
 import (
 	"context"
+	"strings"
 	"testing"
 )
 
 // TestTaps checks ForwardTaps against transformers' residual stream at the
 // last prompt position (residual_last: the embedding, then each layer's
 // output) and the final norm's output (hidden_last), on a base model, a
-// Gemma model (embedding × √D) and the adapted lora-llama3; and that every
-// position's states, taken across prefill chunks, end with the last
-// position's.
+// Gemma model (embedding × √D) and the adapted lora-llama3 and lora-qwen2;
+// and that every position's states, taken across prefill chunks, end with
+// the last position's.
 func TestTaps(t *testing.T) {
-	for _, name := range []string{"llama3", "gemma2", "lora-llama3"} {
+	for _, name := range []string{"llama3", "gemma2", "lora-llama3", "lora-qwen2"} {
 		t.Run(name, func(t *testing.T) {
 			dir, ref := readRef(t, name)
 			base := dir
-			if name == "lora-llama3" {
+			lora := strings.HasPrefix(name, "lora-")
+			if lora {
 				_, base, _, _ = readLoraRef(t, name)
 			}
 			s := open(t, base, Options{Threads: 2}, SessionOptions{Context: 64, Batch: 10})
-			if name == "lora-llama3" {
+			if lora {
 				a, err := s.Model().LoadAdapter(dir)
 				if err != nil {
 					t.Fatal(err)
