@@ -727,6 +727,9 @@ func (m *llama) decoder(b kernels.Backend, s *acts, c *cache, pos int) {
 			linear(b, s.h, s.att, l.wo, l.bo) // (L, D)
 			s.lora.apply(b, i, slotO, s.h, s.att, true)
 		}
+		if s.taps != nil {
+			s.taps.take(b, s.taps.mixer(i), s.h) // the mixer's output
+		}
 		if l.postAttnNorm != nil {
 			b.RMSNorm(s.h, s.h, l.postAttnNorm, eps)
 		}
@@ -747,6 +750,9 @@ func (m *llama) decoder(b kernels.Backend, s *acts, c *cache, pos int) {
 			}
 			linear(b, s.h, s.g, l.down, l.bd) // (L, D)
 			s.lora.apply(b, i, slotDown, s.h, s.g, true)
+		}
+		if s.taps != nil {
+			s.taps.take(b, s.taps.mlp(i), out) // the MLP's output
 		}
 		if l.postMLPNorm != nil {
 			b.RMSNorm(out, out, l.postMLPNorm, eps)

@@ -14,7 +14,12 @@ type TapOptions struct {
 	// the output of layer i (after its residual add, before the final norm).
 	Layers []int
 	Norm   bool // the final norm's output: the head's input
-	All    bool // every position of tokens; else the last one's only
+	// Sublayers asks for each layer's mixer output (attention after o_proj,
+	// or linear attention after out_proj) and MLP output (dense or mixture
+	// of experts), both before any post-norm (Gemma 2, 3) and the residual
+	// add.
+	Sublayers bool
+	All       bool // every position of tokens; else the last one's only
 }
 
 // Taps holds the hidden states a [Session.ForwardTaps] call copied out, in
@@ -22,6 +27,8 @@ type TapOptions struct {
 type Taps struct {
 	Residual [][]float32 // per TapOptions.Layers entry: (D), or with All (L, D) row-major
 	Norm     []float32   // with TapOptions.Norm: (D), or with All (L, D)
+	Mixer    [][]float32 // with TapOptions.Sublayers, per layer: (D), or with All (L, D)
+	MLP      [][]float32 // likewise
 	Logits   []float32   // the last token's logits (V), as Forward returns them (reused by the next call)
 }
 
@@ -35,7 +42,7 @@ func (s *Session) ForwardTaps(ctx context.Context, tokens []int32, o TapOptions)
 	defer s.exit()
 	c := s.m.Config
 	n := c.NumLayers
-	t := &tapState{idx: make([]int, n+2), all: o.All}
+	t := &tapState{n: n, idx: make([]int, 3*n+2), all: o.All}
 	for i := range t.idx {
 		t.idx[i] = -1
 	}
@@ -60,6 +67,14 @@ func (s *Session) ForwardTaps(ctx context.Context, tokens []int32, o TapOptions)
 		out.Norm = make([]float32, rows*c.HiddenSize)
 		t.dst = append(t.dst, out.Norm)
 	}
+	if o.Sublayers {
+		out.Mixer, out.MLP = make([][]float32, n), make([][]float32, n)
+		for i := range n {
+			out.Mixer[i], out.MLP[i] = make([]float32, rows*c.HiddenSize), make([]float32, rows*c.HiddenSize)
+			t.idx[t.mixer(i)], t.idx[t.mlp(i)] = len(t.dst), len(t.dst)+1
+			t.dst = append(t.dst, out.Mixer[i], out.MLP[i])
+		}
+	}
 	t.seen = make([]int, len(t.dst))
 	if s.cache.stale { // forward runs the kept tokens again first
 		t.skip = len(s.tokens)
@@ -79,16 +94,21 @@ func (s *Session) ForwardTaps(ctx context.Context, tokens []int32, o TapOptions)
 
 // tapState is a ForwardTaps call's: where each tapped state goes on the host.
 type tapState struct {
-	idx  []int       // per residual entry 0…NumLayers, then the final norm: its index in dst, or -1
+	idx  []int       // per residual entry 0…NumLayers, the final norm, each layer's mixer, each layer's MLP: its index in dst, or -1
 	dst  [][]float32 // host buffers, (D) or (L, D)
 	seen []int       // per dst: rows of the call taken so far (All)
 	skip int         // rows at the start that are not the caller's tokens
+	n    int         // layers
 	all  bool
 	err  error
 }
 
 // tapNorm returns whether the final norm's output is tapped.
-func (t *tapState) tapNorm() bool { return t.idx[len(t.idx)-1] >= 0 }
+func (t *tapState) tapNorm() bool { return t.idx[t.n+1] >= 0 }
+
+// mixer and mlp return the entries of layer i's sublayer outputs.
+func (t *tapState) mixer(i int) int { return t.n + 2 + i }
+func (t *tapState) mlp(i int) int   { return 2*t.n + 2 + i }
 
 // take copies x (L, D), the state of entry i for the forward chunk running,
 // to the host if it is tapped: the last row, or with all every row of the

@@ -2,6 +2,9 @@ package model
 
 import (
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -126,5 +129,60 @@ func TestTapsStale(t *testing.T) {
 	}
 	if d := maxAbs(all.Norm[(len(ref.InputIDs)-1)*D:], ref.HiddenLast); d > logitTol {
 		t.Errorf("final norm: max-abs %g", d)
+	}
+}
+
+// TestTapsSublayers checks each layer's mixer and MLP outputs against
+// transformers' sublayer_last: attention (Gemma 3: before its
+// post-attention norm), linear attention (Qwen3.5), mixtures of experts,
+// gpt-oss, and the adapted lora-* models.
+func TestTapsSublayers(t *testing.T) {
+	for _, name := range []string{"lora-llama3", "lora-qwen2", "gemma3", "gpt_oss", "qwen3_5", "qwen3_5_moe", "qwen3_moe-mixed"} {
+		t.Run(name, func(t *testing.T) {
+			dir, ref := readRef(t, name)
+			var sub struct {
+				Sublayers []map[string][]float32 `json:"sublayer_last"`
+			}
+			b, err := os.ReadFile(filepath.Join(dir, "ref.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(b, &sub); err != nil {
+				t.Fatal(err)
+			}
+			base := dir
+			if strings.HasPrefix(name, "lora-") {
+				_, base, _, _ = readLoraRef(t, name)
+			}
+			s := open(t, base, Options{Threads: 2}, SessionOptions{Context: 64})
+			if base != dir {
+				a, err := s.Model().LoadAdapter(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s.SetAdapter(a); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tp, err := s.ForwardTaps(context.Background(), ref.InputIDs, TapOptions{Sublayers: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(tp.Mixer) != len(sub.Sublayers) {
+				t.Fatalf("%d layers tapped, want %d", len(tp.Mixer), len(sub.Sublayers))
+			}
+			for i, want := range sub.Sublayers {
+				mixer := want["self_attn"]
+				if mixer == nil {
+					mixer = want["linear_attn"]
+				}
+				if d := maxAbs(tp.Mixer[i], mixer); d > logitTol || mixer == nil {
+					t.Errorf("layer %d: mixer output max-abs %g", i, d)
+				}
+				if d := maxAbs(tp.MLP[i], want["mlp"]); d > logitTol {
+					t.Errorf("layer %d: MLP output max-abs %g", i, d)
+				}
+			}
+		})
 	}
 }
