@@ -77,7 +77,8 @@ func (c *CPU) NewF16(shape ...int) *Tensor {
 // for MXFP4, [cpu.KQuant] for the GGUF block types). It copies nothing,
 // except the 4/8-bit weights this CPU's kernels read in their own layout (see
 // [cpu.Prepare]): those move there in one copy, and the tensor returned is a
-// new one that no longer views t's memory.
+// new one that no longer views t's memory; and 16-bit affine scales and
+// biases, which it widens to f32.
 func (c *CPU) Upload(t *Tensor) (*Tensor, error) {
 	if t.DType == DTypeMXFP4 { // its own kernels: see cpu.MXFP4
 		n, k, err := checkWeight(t)
@@ -150,8 +151,8 @@ func checkWeight(t *Tensor) (n, k int, err error) {
 		return 0, 0, fmt.Errorf("kernels: upload: %s%v: group size %d does not divide the %d columns into whole words", t.DType, t.Shape, g, k)
 	}
 	if t.Scales == nil || t.Biases == nil || t.Scales.Len() != n*k/g || t.Biases.Len() != n*k/g ||
-		t.Scales.DType != DTypeF32 || t.Biases.DType != DTypeF32 {
-		return 0, 0, fmt.Errorf("kernels: upload: %s%v: scales and biases must be f32 with %d elements", t.DType, t.Shape, n*k/g)
+		!t.Scales.DType.Float() || t.Biases.DType != t.Scales.DType {
+		return 0, 0, fmt.Errorf("kernels: upload: %s%v: scales and biases must be f32, f16 or bf16 alike with %d elements", t.DType, t.Shape, n*k/g)
 	}
 	return n, k, nil
 }
@@ -178,7 +179,8 @@ func hostWeight(t *Tensor) (*cpu.Weight, error) {
 		w.Format, w.U16 = cpu.FormatBF16, t.U16()
 	default:
 		w.Format = cpu.FormatQ
-		w.Q = &cpu.QMatrix{Bits: t.DType.Bits(), GroupSize: t.GroupSize, W: t.U32(), Scales: t.Scales.F32(), Biases: t.Biases.F32()}
+		// 16-bit scales and biases widen here (exactly): the CPU kernels read f32.
+		w.Q = &cpu.QMatrix{Bits: t.DType.Bits(), GroupSize: t.GroupSize, W: t.U32(), Scales: t.Scales.ToF32(), Biases: t.Biases.ToF32()}
 	}
 	return w, nil
 }

@@ -202,15 +202,19 @@ func (m *Metal) alloc(dt DType, shape []int) *Tensor {
 }
 
 // Upload makes a host weight (1-D or 2-D; f32, f16, bf16 or affine-quantized
-// with f32 scales and biases) usable on the device and returns the device
-// tensor. Bytes inside a region registered with [Metal.Map], at an offset the
-// kernels can read (4-byte aligned; 2 for f16 and bf16; 16 for the codes of
-// NVIDIA-shaped mat-vecs), are bound in place; others are copied into a new
-// buffer. Stats.MappedBytes and Stats.CopiedBytes count which path each byte
-// took. For NVIDIA-shaped kernels a q4 or q8 matrix also gets its scales and
-// biases as interleaved pairs, 16-bit where they are exact (see
-// matvecNVNames); the f32 scales and biases stay for the other kernels
-// (embedding, prefill).
+// with f32, f16 or bf16 scales and biases) usable on the device and returns
+// the device tensor. Bytes inside a region registered with [Metal.Map], at an
+// offset the kernels can read (4-byte aligned; 2 for f16 and bf16, affine
+// scales and biases included; 16 for the codes of NVIDIA-shaped mat-vecs),
+// are bound in place; others are copied into a new buffer. Stats.MappedBytes
+// and Stats.CopiedBytes count which path each byte took.
+//
+// Apple-shaped kernels read affine scales and biases as stored (MLX's bf16 or
+// f16: a q4 g64 weight is 4.5 bits a weight; see affineNames). NVIDIA-shaped
+// ones get f32 scales and biases (16-bit ones widened here, a copy: the
+// prefill matmul_<w>_f32_nv reads f32), and for a q4 or q8 matrix also its
+// scales and biases as interleaved pairs, 16-bit where they are exact (see
+// matvecNVNames).
 func (m *Metal) Upload(t *Tensor) (*Tensor, error) {
 	if _, _, err := checkWeight(t); err != nil { // the same checks as the CPU backend
 		return nil, err
@@ -236,6 +240,9 @@ func (m *Metal) Upload(t *Tensor) (*Tensor, error) {
 		m.stats.CopiedBytes += int64(len(t.Data))
 	}
 	if t.Scales != nil {
+		if m.shape == shapeNVIDIA {
+			t = WidenAffine(t)
+		}
 		var err error
 		if d.Scales, err = m.Upload(t.Scales); err != nil {
 			return nil, err
@@ -582,11 +589,11 @@ func (m *Metal) transient(data []byte) metal.Buffer {
 }
 
 // weightBytes returns the bytes of rows of w a kernel reads: packed codes plus
-// scales and biases.
+// scales and biases, in their device dtype.
 func weightBytes(w *Tensor, rows int) int64 {
 	n := int64(rows) * int64(w.DType.RowBytes(w.Cols()))
 	if w.Scales != nil {
-		n += 2 * 4 * int64(rows) * int64(w.Scales.Cols())
+		n += int64(rows) * int64(w.Scales.DType.RowBytes(w.Scales.Cols())+w.Biases.DType.RowBytes(w.Biases.Cols()))
 	}
 	return n
 }

@@ -46,12 +46,13 @@ func (m *Metal) Embed(dst, table *Tensor, tokens []int32, scale float32) {
 	m.runEmbed(table, L)
 }
 
-// beginEmbed starts embed_<table dtype>_f32 for L tokens, the first op of a
+// beginEmbed starts embed_<table dtype>_f32 (affine tables with 16-bit scales
+// and biases: embed_<w>_f32_<sb>, see affineNames) for L tokens, the first op of a
 // forward call (see startCall); the caller binds their ids at [[buffer(2)]]
 // and calls runEmbed.
 func (m *Metal) beginEmbed(dst, table *Tensor, scale float32, L int) {
 	m.startCall(L)
-	m.begin(embedNames[table.DType])
+	m.begin(affineName(embedNames[table.DType], affEmbed, table))
 	setArgs(m, embedArgs{D: uint32(table.Cols()), GroupSize: uint32(table.GroupSize), Scale: scale, L: uint32(L)})
 	m.in(1, table)
 	m.out(3, dst)

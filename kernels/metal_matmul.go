@@ -32,7 +32,44 @@ var (
 	matmulNames                                [DTypeQ6K + 1]string
 )
 
+// affineNames are the kernel names of affine weights whose scales and biases
+// are 16-bit, as MLX stores them and Apple-shaped kernels read them: by op
+// (affMatvec…), then scale dtype (0: f16, 1: bf16), then weight dtype. The
+// f32 tables above name the kernels of f32 scales and biases.
+var affineNames [4][2][DTypeQ8 + 1]string
+
+// Ops of affineNames.
+const (
+	affMatvec    = iota // matvec_<w>_f32_<sb>
+	affMatvecV16        // matvec_<w>_f32_v16_<sb> (q4, q8)
+	affMatmul           // matmul_<w>_f32_<sb>
+	affEmbed            // embed_<w>_f32_<sb>
+)
+
+// affineName returns f32, the kernel for w with f32 scales and biases (or
+// none), or op's kernel for w's f16 or bf16 ones.
+func affineName(f32 string, op int, w *Tensor) string {
+	if w.Scales == nil {
+		return f32
+	}
+	switch w.Scales.DType {
+	case DTypeF16:
+		return affineNames[op][0][w.DType]
+	case DTypeBF16:
+		return affineNames[op][1][w.DType]
+	}
+	return f32
+}
+
 func init() {
+	for d := DTypeQ2; d <= DTypeQ8; d++ {
+		for i, sb := range [2]string{"_f16sb", "_bf16sb"} {
+			affineNames[affMatvec][i][d] = "matvec_" + d.String() + "_f32" + sb
+			affineNames[affMatvecV16][i][d] = "matvec_" + d.String() + "_f32_v16" + sb
+			affineNames[affMatmul][i][d] = "matmul_" + d.String() + "_f32" + sb
+			affineNames[affEmbed][i][d] = "embed_" + d.String() + "_f32" + sb
+		}
+	}
 	for d := range matvecNames {
 		matvecNames[d] = "matvec_" + DType(d).String() + "_f32"
 		matvecV8Names[d] = matvecNames[d] + "_v8"
@@ -96,7 +133,9 @@ func mustMatMul(op string, dst, x, w *Tensor) (L, N, K int) {
 // mat-vec (matvec_<w>_f32: every weight byte read once, x in registers); L > 1
 // uses the tiled mat-mat (matmul_<w>_f32: 32×32 output tiles with simdgroup 8×8
 // matrices, w dequantized into threadgroup memory and reused by 32 tokens).
-// Both handle any N and K (quantized K is a multiple of the group size). On
+// Both handle any N and K (quantized K is a multiple of the group size).
+// Affine weights with f16 or bf16 scales and biases run the same kernels
+// for that type, named with _f16sb or _bf16sb (see affineNames). On
 // NVIDIA-shaped kernels, L = 1 runs matvec_<w>_f32_nv_<sb>sb where it applies
 // (see matvecNVNames), and L > 1 matmul_<w>_f32_nv (see matmulNVName).
 func (m *Metal) MatMul(dst, x, w *Tensor) {
@@ -117,12 +156,12 @@ func (m *Metal) MatMul(dst, x, w *Tensor) {
 	a := matvecArgs{K: uint32(K), N: uint32(N), GroupSize: uint32(w.GroupSize), L: uint32(L)}
 	if L == 1 {
 		// (⌈N/8⌉, L) threadgroups of 2 simdgroups, 4 rows each.
-		name := matvecNames[w.DType]
+		name := affineName(matvecNames[w.DType], affMatvec, w)
 		switch {
 		case w.DType.Float() && K%8 == 0 && w.Off%16 == 0 && x.Off%16 == 0:
 			name = matvecV8Names[w.DType] // 16-byte loads, no tail
 		case (w.DType == DTypeQ4 || w.DType == DTypeQ8) && w.Off%2 == 0 && x.Off%16 == 0 && !m.noV16:
-			name = matvecV16Names[w.DType] // 16 codes a lane, masked in place against pre-scaled x
+			name = affineName(matvecV16Names[w.DType], affMatvecV16, w) // 16 codes a lane, masked in place against pre-scaled x
 		}
 		m.begin(name)
 		setArgs(m, a)
@@ -131,7 +170,7 @@ func (m *Metal) MatMul(dst, x, w *Tensor) {
 	} else {
 		// (⌈N/32⌉, ⌈L/32⌉) threadgroups of 4 simdgroups; x and w tiles of
 		// 32×32 floats in threadgroup memory.
-		m.begin(matmulNames[w.DType])
+		m.begin(affineName(matmulNames[w.DType], affMatmul, w))
 		setArgs(m, matmulArgs{L: uint32(L), N: uint32(N), K: uint32(K), GroupSize: uint32(w.GroupSize)})
 		m.bindMat(w, x, dst)
 		m.tgmem(0, 4*mmBM*mmBK)

@@ -161,10 +161,12 @@ type nvTable struct {
 	by map[metal.Buffer][]nvPairs // by the scales' buffer
 }
 
-// makePairs makes the (scale, bias) pairs of the quantized host weight t,
-// uploaded as d, and records them for d (and its row views).
+// makePairs makes the (scale, bias) pairs of the quantized host weight t
+// (scales and biases f32, f16 or bf16), uploaded as d, and records them for d
+// (and its row views; pairsOf takes d's scales to be f32, as Upload leaves
+// them on NVIDIA-shaped backends).
 func (m *Metal) makePairs(d, t *Tensor) error {
-	s, b := t.Scales.F32(), t.Biases.F32()
+	s, b := t.Scales.ToF32(), t.Biases.ToF32()
 	kind := sbKind(s, b)
 	host := make([]byte, len(s)*sbBytes[kind])
 	for i := range s {
@@ -185,7 +187,7 @@ func (m *Metal) makePairs(d, t *Tensor) error {
 	m.stats.CopiedBytes += int64(len(host))
 	sc := bufOf("Upload", d.Scales)
 	m.nv.mu.Lock()
-	m.nv.by[sc] = append(m.nv.by[sc], nvPairs{off: d.Scales.Off, end: d.Scales.Off + 4*len(s), buf: buf, kind: kind})
+	m.nv.by[sc] = append(m.nv.by[sc], nvPairs{off: d.Scales.Off, end: d.Scales.Off + len(s)*d.Scales.DType.Bits()/8, buf: buf, kind: kind})
 	m.nv.mu.Unlock()
 	return nil
 }

@@ -3,6 +3,8 @@ package kernels
 import (
 	"fmt"
 	"unsafe"
+
+	"github.com/ingot-llm/ingot/kernels/cpu"
 )
 
 // DType is the element type of a [Tensor].
@@ -151,7 +153,10 @@ func elemAlign(d DType) int {
 // A Tensor is a row-major array on some device. Shape is the logical shape; a
 // quantized tensor's Shape is that of the dequantized matrix (rows, cols), its
 // Data holds the packed codes and Scales/Biases (rows, cols/GroupSize) hold the
-// per-group parameters as f32.
+// per-group parameters, both in one of f32, f16 or bf16: MLX checkpoints and
+// ingot's own quantizer store them in 16 bits, which every conversion to f32
+// keeps exact (see [Tensor.ToF32]); backends read them as stored or widen them
+// at upload.
 //
 // Data holds the bytes on the host (little-endian) for the CPU backend and for
 // weights before upload; Buf and Off name device storage for GPU backends.
@@ -207,6 +212,43 @@ func (t *Tensor) F32() []float32 {
 		panic("kernels: F32 of " + t.DType.String() + " tensor")
 	}
 	return bytesAs[float32](t.Data)
+}
+
+// ToF32 returns the host data of an f32, f16 or bf16 tensor as float32: a
+// view of an f32 tensor's data (no copy), else a new slice of the widened
+// values (exact: every f16 and bf16 value is a float32).
+func (t *Tensor) ToF32() []float32 {
+	switch t.DType {
+	case DTypeF32:
+		return t.F32()
+	case DTypeF16, DTypeBF16:
+		u := t.U16()
+		f := make([]float32, len(u))
+		if t.DType == DTypeF16 {
+			for i, v := range u {
+				f[i] = cpu.F16ToF32(v)
+			}
+		} else {
+			for i, v := range u {
+				f[i] = cpu.BF16ToF32(v)
+			}
+		}
+		return f
+	}
+	panic("kernels: ToF32 of " + t.DType.String() + " tensor")
+}
+
+// WidenAffine returns t itself unless it is an affine-quantized host tensor
+// with 16-bit scales and biases; then a shallow copy of t (the same codes)
+// whose scales and biases are new f32 tensors of the same values.
+func WidenAffine(t *Tensor) *Tensor {
+	if t.Scales == nil || t.Scales.DType == DTypeF32 && t.Biases.DType == DTypeF32 {
+		return t
+	}
+	c := *t
+	c.Scales = FromF32(t.Scales.ToF32(), t.Scales.Shape...)
+	c.Biases = FromF32(t.Biases.ToF32(), t.Biases.Shape...)
+	return &c
 }
 
 // U16 returns the host data of an f16 or bf16 tensor as a []uint16 view.

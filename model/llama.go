@@ -258,14 +258,15 @@ func (m *llama) loadRouter(ly *layer, l *loader, p string) error {
 }
 
 // concatRows returns the host matrix of a's rows then b's (alike in dtype,
-// columns and group).
+// columns and group; scales and biases in any one float dtype, else widened).
 func concatRows(a, b *kernels.Tensor) *kernels.Tensor {
 	n := a.Shape[0] + b.Shape[0]
 	out := &kernels.Tensor{DType: a.DType, Shape: []int{n, a.Cols()}, GroupSize: a.GroupSize, Data: append(append([]byte(nil), a.Data...), b.Data...)}
 	if a.Scales != nil {
-		g := a.Scales.Cols()
-		out.Scales = kernels.FromF32(append(append([]float32(nil), a.Scales.F32()...), b.Scales.F32()...), n, g)
-		out.Biases = kernels.FromF32(append(append([]float32(nil), a.Biases.F32()...), b.Biases.F32()...), n, g)
+		if a.Scales.DType != b.Scales.DType {
+			a, b = kernels.WidenAffine(a), kernels.WidenAffine(b)
+		}
+		out.Scales, out.Biases = concatRows(a.Scales, b.Scales), concatRows(a.Biases, b.Biases)
 	}
 	return out
 }
@@ -431,12 +432,7 @@ func gatherRows(t *kernels.Tensor, ranges [][2]int) *kernels.Tensor {
 		out.Data = append(out.Data, t.Data[r[0]*rb:r[1]*rb]...)
 	}
 	if t.Scales != nil {
-		g := t.Scales.Cols()
-		s, b := make([]float32, 0, n*g), make([]float32, 0, n*g)
-		for _, r := range ranges {
-			s, b = append(s, t.Scales.F32()[r[0]*g:r[1]*g]...), append(b, t.Biases.F32()[r[0]*g:r[1]*g]...)
-		}
-		out.Scales, out.Biases = kernels.FromF32(s, n, g), kernels.FromF32(b, n, g)
+		out.Scales, out.Biases = gatherRows(t.Scales, ranges), gatherRows(t.Biases, ranges)
 	}
 	return out
 }

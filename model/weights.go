@@ -170,6 +170,10 @@ func (l *loader) upload(name string, t *kernels.Tensor) (*kernels.Tensor, error)
 	l.bytes += int64(kernels.WeightBytes(u))
 	if u != t && l.files != nil {
 		l.files.release(t.Data) // the backend keeps its own copy
+		if t.Scales != nil {
+			l.files.release(t.Scales.Data)
+			l.files.release(t.Biases.Data)
+		}
 	}
 	return u, nil
 }
@@ -208,9 +212,14 @@ func (l *loader) hostMatrix(module string, rows, cols int) (*kernels.Tensor, err
 		qdt, _ := kernels.QuantDType(q.Bits)
 		g := cols / q.GroupSize
 		return &kernels.Tensor{DType: qdt, Shape: []int{rows, cols}, Data: bytesOf(codes), GroupSize: q.GroupSize,
-			Scales: kernels.FromF32(widenBF16(sb), rows, g), Biases: kernels.FromF32(widenBF16(bb), rows, g)}, nil
+			Scales: bf16Tensor(sb, rows, g), Biases: bf16Tensor(bb, rows, g)}, nil
 	}
 	return &kernels.Tensor{DType: dt, Shape: []int{rows, cols}, Data: aligned(st.Data, 4)}, nil
+}
+
+// bf16Tensor wraps bf16 values as a host (rows, cols) bf16 tensor (no copy).
+func bf16Tensor(x []uint16, rows, cols int) *kernels.Tensor {
+	return &kernels.Tensor{DType: kernels.DTypeBF16, Shape: []int{rows, cols}, Data: unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), 2*len(x))}
 }
 
 func widenBF16(x []uint16) []float32 {
@@ -259,8 +268,9 @@ func isMatrix(shape []int, rows, cols int) bool {
 }
 
 // quantized loads an MLX affine module: weight U32 (rows, cols·bits/32), scales and
-// biases (rows, cols/group) in any float dtype, converted to f32; or an MLX mxfp4 one
-// (see mxfp4Matrix).
+// biases (rows, cols/group) in any float dtype, kept as stored (viewing the file,
+// so a backend may bind them in place; both widened to f32 where their dtypes
+// differ); or an MLX mxfp4 one (see mxfp4Matrix).
 func (l *loader) quantized(module string, st *stTensor, rows, cols int) (*kernels.Tensor, error) {
 	q := l.quant.forModule(module)
 	if q == nil {
@@ -287,11 +297,16 @@ func (l *loader) quantized(module string, st *stTensor, rows, cols int) (*kernel
 		if !isMatrix(ps.Shape, rows, groups) {
 			return nil, fmt.Errorf("model: tensor %q has shape %v, want [%d %d]", ps.Name, ps.Shape, rows, groups)
 		}
-		f, err := toF32(ps)
+		dt, err := floatDType(ps)
 		if err != nil {
 			return nil, err
 		}
-		sb[i] = kernels.FromF32(f, rows, groups)
+		sb[i] = &kernels.Tensor{DType: dt, Shape: []int{rows, groups}, Data: aligned(ps.Data, dt.Bits()/8)}
+	}
+	if sb[0].DType != sb[1].DType {
+		for i, t := range sb {
+			sb[i] = kernels.FromF32(t.ToF32(), rows, groups)
+		}
 	}
 	return &kernels.Tensor{DType: dt, Shape: []int{rows, cols}, Data: aligned(st.Data, 4), Scales: sb[0], Biases: sb[1], GroupSize: q.GroupSize}, nil
 }

@@ -1,7 +1,8 @@
 // embed.metal: embedding gather.
 //
 // embed_<w>_f32: y[l, :] = table[tokens[l], :] · scale for a table (V, D) in
-// f32, f16, bf16 or MLX affine q2…q8 (dequantized as float(s·q) + b, exactly as
+// f32, f16, bf16 or MLX affine q2…q8 (scales and biases f32, or f16/bf16 as
+// stored: _f16sb, _bf16sb; dequantized as float(s·q) + b, exactly as
 // MLX and the CPU reference; the scale is Gemma's √D, 1 elsewhere).
 //
 // Grid: (⌈D/256⌉, L) threadgroups of 256 threads, one output element per
@@ -37,14 +38,16 @@ template [[host_name("embed_f32_f32")]]  kernel embed_f32_t  embed_dense<float>;
 template [[host_name("embed_f16_f32")]]  kernel embed_f16_t  embed_dense<half>;
 template [[host_name("embed_bf16_f32")]] kernel embed_bf16_t embed_dense<ushort>;
 
-template <int BITS>
+// embed_q<BITS, S>: S is the type of the scales and biases as stored (float;
+// half for f16; ushort for bf16), widened exactly by em_to_f32.
+template <int BITS, typename S>
 kernel void embed_q(
         constant embed_args & args   [[buffer(0)]],
         device const uint   * table  [[buffer(1)]],
         device const int    * tokens [[buffer(2)]],
         device       float  * y      [[buffer(3)]],
-        device const float  * scales [[buffer(4)]],
-        device const float  * biases [[buffer(5)]],
+        device const S      * scales [[buffer(4)]],
+        device const S      * biases [[buffer(5)]],
         uint2 gid [[thread_position_in_grid]]) {
     const uint D = args.D, d = gid.x, l = gid.y;
     if (d >= D) {
@@ -59,13 +62,29 @@ kernel void embed_q(
     }
     const float q = float((v >> shift) & ((1ul << BITS) - 1));
     const ulong sb = row * (D / args.group_size) + d / args.group_size;
-    y[(ulong)l * D + d] = (float(scales[sb] * q) + biases[sb]) * args.scale;
+    y[(ulong)l * D + d] = (float(em_to_f32(scales[sb]) * q) + em_to_f32(biases[sb])) * args.scale;
 }
 
-typedef decltype(embed_q<4>) embed_q_t;
-template [[host_name("embed_q2_f32")]] kernel embed_q_t embed_q<2>;
-template [[host_name("embed_q3_f32")]] kernel embed_q_t embed_q<3>;
-template [[host_name("embed_q4_f32")]] kernel embed_q_t embed_q<4>;
-template [[host_name("embed_q5_f32")]] kernel embed_q_t embed_q<5>;
-template [[host_name("embed_q6_f32")]] kernel embed_q_t embed_q<6>;
-template [[host_name("embed_q8_f32")]] kernel embed_q_t embed_q<8>;
+// Host names: embed_<w>_f32 for f32 scales and biases, _f16sb or _bf16sb
+// appended for 16-bit ones.
+typedef decltype(embed_q<4, float>) embed_q_f32_t;
+template [[host_name("embed_q2_f32")]] kernel embed_q_f32_t embed_q<2, float>;
+template [[host_name("embed_q3_f32")]] kernel embed_q_f32_t embed_q<3, float>;
+template [[host_name("embed_q4_f32")]] kernel embed_q_f32_t embed_q<4, float>;
+template [[host_name("embed_q5_f32")]] kernel embed_q_f32_t embed_q<5, float>;
+template [[host_name("embed_q6_f32")]] kernel embed_q_f32_t embed_q<6, float>;
+template [[host_name("embed_q8_f32")]] kernel embed_q_f32_t embed_q<8, float>;
+typedef decltype(embed_q<4, half>) embed_q_f16_t;
+template [[host_name("embed_q2_f32_f16sb")]] kernel embed_q_f16_t embed_q<2, half>;
+template [[host_name("embed_q3_f32_f16sb")]] kernel embed_q_f16_t embed_q<3, half>;
+template [[host_name("embed_q4_f32_f16sb")]] kernel embed_q_f16_t embed_q<4, half>;
+template [[host_name("embed_q5_f32_f16sb")]] kernel embed_q_f16_t embed_q<5, half>;
+template [[host_name("embed_q6_f32_f16sb")]] kernel embed_q_f16_t embed_q<6, half>;
+template [[host_name("embed_q8_f32_f16sb")]] kernel embed_q_f16_t embed_q<8, half>;
+typedef decltype(embed_q<4, ushort>) embed_q_bf16_t;
+template [[host_name("embed_q2_f32_bf16sb")]] kernel embed_q_bf16_t embed_q<2, ushort>;
+template [[host_name("embed_q3_f32_bf16sb")]] kernel embed_q_bf16_t embed_q<3, ushort>;
+template [[host_name("embed_q4_f32_bf16sb")]] kernel embed_q_bf16_t embed_q<4, ushort>;
+template [[host_name("embed_q5_f32_bf16sb")]] kernel embed_q_bf16_t embed_q<5, ushort>;
+template [[host_name("embed_q6_f32_bf16sb")]] kernel embed_q_bf16_t embed_q<6, ushort>;
+template [[host_name("embed_q8_f32_bf16sb")]] kernel embed_q_bf16_t embed_q<8, ushort>;

@@ -1,7 +1,7 @@
 // matmul.metal: y = x·Wᵀ for prefill (L > 1).
 //
 // matmul_<w>_f32: y (L, N) = x (L, K) · Wᵀ, W (N, K) in f32, f16, bf16 or MLX
-// affine q2…q8.
+// affine q2…q8 (scales and biases f32, or f16/bf16: _f16sb, _bf16sb).
 //
 // Grid: (⌈N/32⌉, ⌈L/32⌉) threadgroups of 128 threads = 4 simdgroups; the
 // threadgroup owns the 32×32 output tile (tokens l0…l0+31, rows n0…n0+31) and
@@ -127,14 +127,16 @@ inline ulong mm_codes(device const uchar * p) {
     return v;
 }
 
-template <int BITS>
+// matmul_q<BITS, S>: S is the type of the scales and biases as stored (float;
+// half for f16; ushort for bf16), widened exactly by mm_to_f32.
+template <int BITS, typename S>
 kernel void matmul_q(
         constant matmul_args & args   [[buffer(0)]],
         device const uchar   * w      [[buffer(1)]],
         device const float   * x      [[buffer(2)]],
         device       float   * y      [[buffer(3)]],
-        device const float   * scales [[buffer(4)]],
-        device const float   * biases [[buffer(5)]],
+        device const S       * scales [[buffer(4)]],
+        device const S       * biases [[buffer(5)]],
         threadgroup  float   * xs     [[threadgroup(0)]],
         threadgroup  float   * ws     [[threadgroup(1)]],
         uint2  tg  [[threadgroup_position_in_grid]],
@@ -156,7 +158,7 @@ kernel void matmul_q(
         if (n0 + n < N && k < K) {
             const ulong q = mm_codes<BITS>(w + (ulong)(n0 + n) * rb + k / 8 * BITS);
             const ulong sb = (ulong)(n0 + n) * ng + k / G;
-            const float s = scales[sb], b = biases[sb];
+            const float s = mm_to_f32(scales[sb]), b = mm_to_f32(biases[sb]);
             for (uint i = 0; i < 8; i++) {
                 ws[(c8 + i) * MM_BN + n] = float(s * float((q >> (i * BITS)) & mask)) + b;
             }
@@ -172,10 +174,26 @@ kernel void matmul_q(
     mm_store(y, xs, acc, L, N, l0, n0, tid, sg);
 }
 
-typedef decltype(matmul_q<4>) matmul_q_t;
-template [[host_name("matmul_q2_f32")]] kernel matmul_q_t matmul_q<2>;
-template [[host_name("matmul_q3_f32")]] kernel matmul_q_t matmul_q<3>;
-template [[host_name("matmul_q4_f32")]] kernel matmul_q_t matmul_q<4>;
-template [[host_name("matmul_q5_f32")]] kernel matmul_q_t matmul_q<5>;
-template [[host_name("matmul_q6_f32")]] kernel matmul_q_t matmul_q<6>;
-template [[host_name("matmul_q8_f32")]] kernel matmul_q_t matmul_q<8>;
+// Host names: matmul_<w>_f32 for f32 scales and biases, _f16sb or _bf16sb
+// appended for 16-bit ones.
+typedef decltype(matmul_q<4, float>) matmul_q_f32_t;
+template [[host_name("matmul_q2_f32")]] kernel matmul_q_f32_t matmul_q<2, float>;
+template [[host_name("matmul_q3_f32")]] kernel matmul_q_f32_t matmul_q<3, float>;
+template [[host_name("matmul_q4_f32")]] kernel matmul_q_f32_t matmul_q<4, float>;
+template [[host_name("matmul_q5_f32")]] kernel matmul_q_f32_t matmul_q<5, float>;
+template [[host_name("matmul_q6_f32")]] kernel matmul_q_f32_t matmul_q<6, float>;
+template [[host_name("matmul_q8_f32")]] kernel matmul_q_f32_t matmul_q<8, float>;
+typedef decltype(matmul_q<4, half>) matmul_q_f16_t;
+template [[host_name("matmul_q2_f32_f16sb")]] kernel matmul_q_f16_t matmul_q<2, half>;
+template [[host_name("matmul_q3_f32_f16sb")]] kernel matmul_q_f16_t matmul_q<3, half>;
+template [[host_name("matmul_q4_f32_f16sb")]] kernel matmul_q_f16_t matmul_q<4, half>;
+template [[host_name("matmul_q5_f32_f16sb")]] kernel matmul_q_f16_t matmul_q<5, half>;
+template [[host_name("matmul_q6_f32_f16sb")]] kernel matmul_q_f16_t matmul_q<6, half>;
+template [[host_name("matmul_q8_f32_f16sb")]] kernel matmul_q_f16_t matmul_q<8, half>;
+typedef decltype(matmul_q<4, ushort>) matmul_q_bf16_t;
+template [[host_name("matmul_q2_f32_bf16sb")]] kernel matmul_q_bf16_t matmul_q<2, ushort>;
+template [[host_name("matmul_q3_f32_bf16sb")]] kernel matmul_q_bf16_t matmul_q<3, ushort>;
+template [[host_name("matmul_q4_f32_bf16sb")]] kernel matmul_q_bf16_t matmul_q<4, ushort>;
+template [[host_name("matmul_q5_f32_bf16sb")]] kernel matmul_q_bf16_t matmul_q<5, ushort>;
+template [[host_name("matmul_q6_f32_bf16sb")]] kernel matmul_q_bf16_t matmul_q<6, ushort>;
+template [[host_name("matmul_q8_f32_bf16sb")]] kernel matmul_q_bf16_t matmul_q<8, ushort>;

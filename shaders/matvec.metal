@@ -2,7 +2,8 @@
 // when mat-mat tiles do not apply).
 //
 // matvec_<w>_f32: y (L, N) = x (L, K) · Wᵀ, W (N, K) in f32, f16, bf16 or MLX
-// affine q2…q8 (w = scale·q + bias per group of group_size columns).
+// affine q2…q8 (w = scale·q + bias per group of group_size columns; scales and
+// biases f32, or as MLX stores them, f16 or bf16: names ending _f16sb, _bf16sb).
 //
 // Grid: (⌈N/8⌉, L) threadgroups of 64 threads = 2 simdgroups; simdgroup s of
 // threadgroup t owns rows n ∈ [8t + 4s, 8t + 4s + 4). Each lane strides the
@@ -164,14 +165,17 @@ inline ulong load_codes(device const uchar * p) {
     return v;
 }
 
-template <int BITS>
+// matvec_q<BITS, S>: S is the type of the scales and biases as stored
+// (float; half for f16; ushort for bf16), widened exactly by to_f32, so a
+// weight gives the same bits whichever of them holds its values.
+template <int BITS, typename S>
 kernel void matvec_q(
         constant matvec_args & args   [[buffer(0)]],
         device const uchar   * w      [[buffer(1)]],
         device const float   * x      [[buffer(2)]],
         device       float   * y      [[buffer(3)]],
-        device const float   * scales [[buffer(4)]],
-        device const float   * biases [[buffer(5)]],
+        device const S       * scales [[buffer(4)]],
+        device const S       * biases [[buffer(5)]],
         uint2  tg   [[threadgroup_position_in_grid]],
         ushort sg   [[simdgroup_index_in_threadgroup]],
         ushort lane [[thread_index_in_simdgroup]]) {
@@ -198,7 +202,7 @@ kernel void matvec_q(
                     sq += float((q >> (i * BITS)) & mask) * xv[i];
                 }
                 const ulong sb = (ulong)(r0 + r) * ng + g;
-                acc[r] += scales[sb] * sq + biases[sb] * sx;
+                acc[r] += to_f32(scales[sb]) * sq + to_f32(biases[sb]) * sx;
             }
         }
     }
@@ -221,14 +225,14 @@ kernel void matvec_q(
 // shifts a 64-bit word per code. Σx for the bias fold as in matvec_q. K is
 // a multiple of 32 and so of 16: a lane's 16 codes never straddle K or a
 // group; lanes past K in the last step idle.
-template <int BITS>
+template <int BITS, typename S>
 kernel void matvec_q_v16(
         constant matvec_args & args   [[buffer(0)]],
         device const uchar   * w      [[buffer(1)]],
         device const float   * x      [[buffer(2)]],
         device       float   * y      [[buffer(3)]],
-        device const float   * scales [[buffer(4)]],
-        device const float   * biases [[buffer(5)]],
+        device const S       * scales [[buffer(4)]],
+        device const S       * biases [[buffer(5)]],
         uint2  tg   [[threadgroup_position_in_grid]],
         ushort sg   [[simdgroup_index_in_threadgroup]],
         ushort lane [[thread_index_in_simdgroup]]) {
@@ -273,7 +277,7 @@ kernel void matvec_q_v16(
                     sq += float(ws[i / PW] & mask) * xs[i];
                 }
                 const ulong sb = (ulong)(r0 + r) * ng + g;
-                acc[r] += scales[sb] * sq + biases[sb] * sx;
+                acc[r] += to_f32(scales[sb]) * sq + to_f32(biases[sb]) * sx;
             }
         }
     }
@@ -285,14 +289,36 @@ kernel void matvec_q_v16(
     }
 }
 
-typedef decltype(matvec_q_v16<4>) matvec_q_v16_t;
-template [[host_name("matvec_q4_f32_v16")]] kernel matvec_q_v16_t matvec_q_v16<4>;
-template [[host_name("matvec_q8_f32_v16")]] kernel matvec_q_v16_t matvec_q_v16<8>;
+// Host names: matvec_<w>_f32[_v16] for f32 scales and biases, with _f16sb or
+// _bf16sb appended for 16-bit ones (the suffix of the NVIDIA-shaped kernels' pairs).
+typedef decltype(matvec_q_v16<4, float>) matvec_q_v16_f32_t;
+template [[host_name("matvec_q4_f32_v16")]] kernel matvec_q_v16_f32_t matvec_q_v16<4, float>;
+template [[host_name("matvec_q8_f32_v16")]] kernel matvec_q_v16_f32_t matvec_q_v16<8, float>;
+typedef decltype(matvec_q_v16<4, half>) matvec_q_v16_f16_t;
+template [[host_name("matvec_q4_f32_v16_f16sb")]] kernel matvec_q_v16_f16_t matvec_q_v16<4, half>;
+template [[host_name("matvec_q8_f32_v16_f16sb")]] kernel matvec_q_v16_f16_t matvec_q_v16<8, half>;
+typedef decltype(matvec_q_v16<4, ushort>) matvec_q_v16_bf16_t;
+template [[host_name("matvec_q4_f32_v16_bf16sb")]] kernel matvec_q_v16_bf16_t matvec_q_v16<4, ushort>;
+template [[host_name("matvec_q8_f32_v16_bf16sb")]] kernel matvec_q_v16_bf16_t matvec_q_v16<8, ushort>;
 
-typedef decltype(matvec_q<4>) matvec_q_t;
-template [[host_name("matvec_q2_f32")]] kernel matvec_q_t matvec_q<2>;
-template [[host_name("matvec_q3_f32")]] kernel matvec_q_t matvec_q<3>;
-template [[host_name("matvec_q4_f32")]] kernel matvec_q_t matvec_q<4>;
-template [[host_name("matvec_q5_f32")]] kernel matvec_q_t matvec_q<5>;
-template [[host_name("matvec_q6_f32")]] kernel matvec_q_t matvec_q<6>;
-template [[host_name("matvec_q8_f32")]] kernel matvec_q_t matvec_q<8>;
+typedef decltype(matvec_q<4, float>) matvec_q_f32_t;
+template [[host_name("matvec_q2_f32")]] kernel matvec_q_f32_t matvec_q<2, float>;
+template [[host_name("matvec_q3_f32")]] kernel matvec_q_f32_t matvec_q<3, float>;
+template [[host_name("matvec_q4_f32")]] kernel matvec_q_f32_t matvec_q<4, float>;
+template [[host_name("matvec_q5_f32")]] kernel matvec_q_f32_t matvec_q<5, float>;
+template [[host_name("matvec_q6_f32")]] kernel matvec_q_f32_t matvec_q<6, float>;
+template [[host_name("matvec_q8_f32")]] kernel matvec_q_f32_t matvec_q<8, float>;
+typedef decltype(matvec_q<4, half>) matvec_q_f16_t;
+template [[host_name("matvec_q2_f32_f16sb")]] kernel matvec_q_f16_t matvec_q<2, half>;
+template [[host_name("matvec_q3_f32_f16sb")]] kernel matvec_q_f16_t matvec_q<3, half>;
+template [[host_name("matvec_q4_f32_f16sb")]] kernel matvec_q_f16_t matvec_q<4, half>;
+template [[host_name("matvec_q5_f32_f16sb")]] kernel matvec_q_f16_t matvec_q<5, half>;
+template [[host_name("matvec_q6_f32_f16sb")]] kernel matvec_q_f16_t matvec_q<6, half>;
+template [[host_name("matvec_q8_f32_f16sb")]] kernel matvec_q_f16_t matvec_q<8, half>;
+typedef decltype(matvec_q<4, ushort>) matvec_q_bf16_t;
+template [[host_name("matvec_q2_f32_bf16sb")]] kernel matvec_q_bf16_t matvec_q<2, ushort>;
+template [[host_name("matvec_q3_f32_bf16sb")]] kernel matvec_q_bf16_t matvec_q<3, ushort>;
+template [[host_name("matvec_q4_f32_bf16sb")]] kernel matvec_q_bf16_t matvec_q<4, ushort>;
+template [[host_name("matvec_q5_f32_bf16sb")]] kernel matvec_q_bf16_t matvec_q<5, ushort>;
+template [[host_name("matvec_q6_f32_bf16sb")]] kernel matvec_q_bf16_t matvec_q<6, ushort>;
+template [[host_name("matvec_q8_f32_bf16sb")]] kernel matvec_q_bf16_t matvec_q<8, ushort>;
