@@ -151,6 +151,17 @@ type peftConfig struct {
 	ModulesToSave []string           `json:"modules_to_save"`
 	RankPattern   map[string]int     `json:"rank_pattern"`
 	AlphaPattern  map[string]float64 `json:"alpha_pattern"`
+	// Variants whose forward pass is not y = W·x + s·B·(A·x): refused when set.
+	Variants struct {
+		Alora      json.RawMessage `json:"alora_invocation_tokens"`
+		QALoRA     json.RawMessage `json:"use_qalora"`
+		Tokens     json.RawMessage `json:"trainable_token_indices"`
+		Replicate  json.RawMessage `json:"layer_replication"`
+		Arrow      json.RawMessage `json:"arrow_config"`
+		KaSA       json.RawMessage `json:"kasa_config"`
+		BDLoRA     json.RawMessage `json:"use_bdlora"`
+		Parameters json.RawMessage `json:"target_parameters"`
+	}
 
 	targets             []string         // TargetModules as a list; nil for a regular expression
 	patterns            []*regexp.Regexp // RankPattern's then AlphaPattern's keys, compiled, sorted by key
@@ -161,6 +172,9 @@ type peftConfig struct {
 func parsePEFTConfig(b []byte) (*peftConfig, error) {
 	var c peftConfig
 	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("model: adapter_config.json: %v", err)
+	}
+	if err := json.Unmarshal(b, &c.Variants); err != nil {
 		return nil, fmt.Errorf("model: adapter_config.json: %v", err)
 	}
 	bad := func(field, format string, a ...any) error {
@@ -183,6 +197,18 @@ func parsePEFTConfig(b []byte) (*peftConfig, error) {
 		return nil, bad("lora_bias", "true: a bias on lora_B is not supported")
 	case len(c.ModulesToSave) > 0:
 		return nil, bad("modules_to_save", "%q: fully trained modules are not supported", c.ModulesToSave)
+	}
+	v := &c.Variants
+	for _, f := range []struct {
+		field string
+		raw   json.RawMessage
+	}{{"alora_invocation_tokens", v.Alora}, {"use_qalora", v.QALoRA}, {"trainable_token_indices", v.Tokens}, {"layer_replication", v.Replicate},
+		{"arrow_config", v.Arrow}, {"kasa_config", v.KaSA}, {"use_bdlora", v.BDLoRA}, {"target_parameters", v.Parameters}} {
+		switch string(bytes.TrimSpace(f.raw)) {
+		case "", "null", "false", "[]", "{}":
+		default:
+			return nil, bad(f.field, "%s: this LoRA variant is not supported", f.raw)
+		}
 	}
 	if len(c.TargetModules) > 0 && !bytes.Equal(c.TargetModules, []byte("null")) {
 		var s string

@@ -449,6 +449,10 @@ func TestLoraBadInput(t *testing.T) {
 		{"rank_pattern", dir, set("rank_pattern", map[string]any{"q_proj": 2}), nil, "q_proj.lora_A.weight"},
 		{"rank_pattern regexp", dir, set("rank_pattern", map[string]any{"(": 2}), nil, "rank_pattern"},
 		{"modules_to_save", dir, set("modules_to_save", []string{"lm_head"}), nil, "modules_to_save"},
+		{"aLoRA", dir, set("alora_invocation_tokens", []int{5, 6}), nil, "alora_invocation_tokens"},
+		{"QALoRA", dir, set("use_qalora", true), nil, "use_qalora"},
+		{"trainable tokens", dir, set("trainable_token_indices", []int{3}), nil, "trainable_token_indices"},
+		{"layer_replication", dir, set("layer_replication", [][]int{{0, 2}}), nil, "layer_replication"},
 		{"stray tensor", dir, nil, func(ts map[string]*stTensor) { ts["base_model.model.lm_head.lora_A.weight"] = ts[q0+"A.weight"] }, "lm_head"},
 		{"no B", dir, nil, func(ts map[string]*stTensor) { delete(ts, q0+"B.weight") }, q0 + "A.weight"},
 		{"layer", dir, nil, func(ts map[string]*stTensor) {
