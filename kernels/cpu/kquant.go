@@ -183,25 +183,160 @@ func deqQ6K(v *[256]float32, b []byte) {
 	}
 }
 
-// dotKQuant returns row r (blocks of type t) · x: each block dequantized
-// exactly (as Row), each product rounded to float32 and summed in float32 in
-// four chains, and the blocks' sums added in order.
+// dotKQuant returns row r (blocks of type t) · x: every weight dequantized
+// exactly (the values Row writes), each product rounded to float32 and summed
+// in float32 in four chains a block (the order differs per type), and the
+// blocks' sums added in order. The 4- and 5-bit types look their weights up
+// in a table of the sub-block's 16 or 32 values, built once per sub-block.
 func dotKQuant(t KType, r []byte, x []float32) float32 {
-	kt := &kTypes[t]
-	var v [256]float32
 	var sum float32
-	for j := range len(x) / kt.vals {
-		kt.deq(&v, r[j*kt.bytes:(j+1)*kt.bytes])
-		xb := x[j*kt.vals : (j+1)*kt.vals]
-		vb := v[:len(xb)]
-		var s0, s1, s2, s3 float32
-		for i := 0; i+4 <= len(xb); i += 4 {
-			s0 += float32(vb[i] * xb[i])
-			s1 += float32(vb[i+1] * xb[i+1])
-			s2 += float32(vb[i+2] * xb[i+2])
-			s3 += float32(vb[i+3] * xb[i+3])
+	switch t {
+	case KQ8_0:
+		for j := range len(x) / 32 {
+			sum += dotQ8_0((*[34]byte)(r[j*34:]), (*[32]float32)(x[j*32:]))
 		}
-		sum += (s0 + s1) + (s2 + s3)
+	case KQ4_0:
+		for j := range len(x) / 32 {
+			sum += dotQ4_0((*[18]byte)(r[j*18:]), (*[32]float32)(x[j*32:]))
+		}
+	case KQ4K:
+		for j := range len(x) / 256 {
+			sum += dotQ4K((*[144]byte)(r[j*144:]), (*[256]float32)(x[j*256:]))
+		}
+	case KQ5K:
+		for j := range len(x) / 256 {
+			sum += dotQ5K((*[176]byte)(r[j*176:]), (*[256]float32)(x[j*256:]))
+		}
+	case KQ6K:
+		for j := range len(x) / 256 {
+			sum += dotQ6K((*[210]byte)(r[j*210:]), (*[256]float32)(x[j*256:]))
+		}
+	}
+	return sum
+}
+
+// i8f is float32(int8(i)); qf is float32(i) and q32f float32(i − 32), exact.
+var i8f, qf, q32f = func() (a [256]float32, b [32]float32, c [64]float32) {
+	for i := range a {
+		a[i] = float32(int8(i))
+	}
+	for i := range b {
+		b[i] = float32(i)
+	}
+	for i := range c {
+		c[i] = float32(i - 32)
+	}
+	return
+}()
+
+func dotQ8_0(b *[34]byte, x *[32]float32) float32 {
+	d := F16ToF32(uint16(b[0]) | uint16(b[1])<<8)
+	q := (*[32]byte)(b[2:])
+	var s0, s1, s2, s3 float32
+	for i := 0; i < 32; i += 4 {
+		s0 += float32(float32(d*i8f[q[i]]) * x[i]) // float32(): no fused multiply-add
+		s1 += float32(float32(d*i8f[q[i+1]]) * x[i+1])
+		s2 += float32(float32(d*i8f[q[i+2]]) * x[i+2])
+		s3 += float32(float32(d*i8f[q[i+3]]) * x[i+3])
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+func dotQ4_0(b *[18]byte, x *[32]float32) float32 {
+	d := F16ToF32(uint16(b[0]) | uint16(b[1])<<8)
+	var v [16]float32
+	for q := range v {
+		v[q] = d * float32(q-8)
+	}
+	qs := (*[16]byte)(b[2:])
+	var s0, s1, s2, s3 float32
+	for l := 0; l < 16; l += 2 {
+		q0, q1 := qs[l], qs[l+1]
+		s0 += float32(v[q0&15] * x[l])
+		s1 += float32(v[q0>>4] * x[l+16])
+		s2 += float32(v[q1&15] * x[l+1])
+		s3 += float32(v[q1>>4] * x[l+17])
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+func dotQ4K(b *[144]byte, x *[256]float32) float32 {
+	d := F16ToF32(uint16(b[0]) | uint16(b[1])<<8)
+	dmin := F16ToF32(uint16(b[2]) | uint16(b[3])<<8)
+	sc := b[4:16]
+	var sum float32
+	var lo, hi [16]float32
+	for k := range 4 {
+		s0, m0 := scaleMin(2*k, sc)
+		s1, m1 := scaleMin(2*k+1, sc)
+		a0, c0, a1, c1 := d*s0, dmin*m0, d*s1, dmin*m1
+		for q := range 16 {
+			lo[q] = float32(a0*qf[q]) - c0
+			hi[q] = float32(a1*qf[q]) - c1
+		}
+		qs := (*[32]byte)(b[16+32*k:])
+		xl, xh := (*[32]float32)(x[64*k:]), (*[32]float32)(x[64*k+32:])
+		var t0, t1, t2, t3 float32
+		for l := 0; l < 32; l += 2 {
+			q0, q1 := qs[l], qs[l+1]
+			t0 += float32(lo[q0&15] * xl[l])
+			t1 += float32(hi[q0>>4] * xh[l])
+			t2 += float32(lo[q1&15] * xl[l+1])
+			t3 += float32(hi[q1>>4] * xh[l+1])
+		}
+		sum += (t0 + t2) + (t1 + t3)
+	}
+	return sum
+}
+
+func dotQ5K(b *[176]byte, x *[256]float32) float32 {
+	d := F16ToF32(uint16(b[0]) | uint16(b[1])<<8)
+	dmin := F16ToF32(uint16(b[2]) | uint16(b[3])<<8)
+	sc, qh := b[4:16], (*[32]byte)(b[16:48])
+	var sum float32
+	var lo, hi [32]float32
+	for k := range 4 {
+		s0, m0 := scaleMin(2*k, sc)
+		s1, m1 := scaleMin(2*k+1, sc)
+		a0, c0, a1, c1 := d*s0, dmin*m0, d*s1, dmin*m1
+		for q := range 32 {
+			lo[q] = float32(a0*qf[q]) - c0
+			hi[q] = float32(a1*qf[q]) - c1
+		}
+		qs := (*[32]byte)(b[48+32*k:])
+		xl, xh := (*[32]float32)(x[64*k:]), (*[32]float32)(x[64*k+32:])
+		sh := uint(2 * k)
+		var t0, t1 float32
+		for l := range 32 {
+			q, h := qs[l], qh[l]>>sh
+			t0 += float32(lo[(q&15|h<<4)&31] * xl[l])
+			t1 += float32(hi[(q>>4|h<<3&16)&31] * xh[l])
+		}
+		sum += t0 + t1
+	}
+	return sum
+}
+
+func dotQ6K(b *[210]byte, x *[256]float32) float32 {
+	d := F16ToF32(uint16(b[208]) | uint16(b[209])<<8)
+	var sum float32
+	for n := range 2 {
+		ql, qh := (*[64]byte)(b[64*n:]), (*[32]byte)(b[128+32*n:])
+		sc := (*[8]byte)(b[192+8*n:])
+		xn := (*[128]float32)(x[128*n:])
+		for h := range 2 { // l in [16h, 16h+16): scale groups 8n+h, +2, +4, +6
+			a0, a1 := d*i8f[sc[h]], d*i8f[sc[h+2]]
+			a2, a3 := d*i8f[sc[h+4]], d*i8f[sc[h+6]]
+			var t0, t1, t2, t3 float32
+			for l := 16 * h; l < 16*h+16; l++ {
+				x0, x1, e := ql[l], ql[l+32], qh[l]
+				t0 += float32(float32(a0*q32f[(x0&15|e<<4)&63]) * xn[l])
+				t1 += float32(float32(a1*q32f[(x1&15|e<<2&48)&63]) * xn[l+32])
+				t2 += float32(float32(a2*q32f[(x0>>4|e&48)&63]) * xn[l+64])
+				t3 += float32(float32(a3*q32f[(x1>>4|e>>2&48)&63]) * xn[l+96])
+			}
+			sum += (t0 + t1) + (t2 + t3)
+		}
 	}
 	return sum
 }
