@@ -321,8 +321,10 @@ func parseMLXConfig(b []byte) (*mlxConfig, error) {
 }
 
 var (
-	peftKey = regexp.MustCompile(`^base_model\.model\.model\.layers\.(\d+)\.((?:self_attn|mlp)\.[a-z_]+)\.lora_([AB])\.weight$`)
-	mlxKey  = regexp.MustCompile(`^model\.layers\.(\d+)\.((?:self_attn|mlp)\.[a-z_]+)\.lora_([ab])$`)
+	// The decoder layers' names, also as multimodal checkpoints nest them
+	// (language_model.model.layers, model.language_model.layers).
+	peftKey = regexp.MustCompile(`^base_model\.model\.(?:language_model\.)?model\.(?:language_model\.)?layers\.(\d+)\.((?:self_attn|mlp)\.[a-z_]+)\.lora_([AB])\.weight$`)
+	mlxKey  = regexp.MustCompile(`^(?:language_model\.)?model\.(?:language_model\.)?layers\.(\d+)\.((?:self_attn|mlp)\.[a-z_]+)\.lora_([ab])$`)
 )
 
 // readAdapter reads the adapter in dir, PEFT (adapter_model.safetensors) or

@@ -797,3 +797,37 @@ func TestLoraOneModule(t *testing.T) {
 		})
 	}
 }
+
+// TestLoraNestedNames: adapters saved from a multimodal model's language
+// part (language_model.model.layers…, model.language_model.layers…) load.
+func TestLoraNestedNames(t *testing.T) {
+	dir, base, ref, _ := readLoraRef(t, "lora-llama3")
+	s := open(t, base, Options{Threads: 1}, SessionOptions{Context: 32})
+	for _, c := range []struct{ src, from, to string }{
+		{dir, "base_model.model.model.layers.", "base_model.model.language_model.model.layers."},
+		{dir, "base_model.model.model.layers.", "base_model.model.model.language_model.layers."},
+		{filepath.Join(dir, "mlx"), "model.layers.", "language_model.model.layers."},
+	} {
+		d := badAdapter(t, c.src, nil, func(ts map[string]*stTensor) {
+			old := maps.Clone(ts)
+			clear(ts)
+			for name, st := range old {
+				ts[strings.Replace(name, c.from, c.to, 1)] = st
+			}
+		})
+		a, err := s.Model().LoadAdapter(d)
+		if err != nil {
+			t.Fatalf("%s: %v", c.to, err)
+		}
+		if err := s.SetAdapter(a); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Forward(context.Background(), ref.InputIDs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := maxAbs(got, ref.LogitsLast); d > logitTol {
+			t.Errorf("%s: last logits max-abs %g", c.to, d)
+		}
+	}
+}
