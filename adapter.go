@@ -35,8 +35,9 @@ func (a *Adapter) Bytes() int64 { return a.a.Bytes() }
 // Raw returns the token-level adapter (package model).
 func (a *Adapter) Raw() *model.Adapter { return a.a }
 
-// Close releases the adapter; sessions still using it fail until they set
-// another one (or none).
+// Close retires the adapter: sessions still using it fail until they set
+// another one (or none). On a GPU its matrices stay in device memory until
+// the model closes.
 func (a *Adapter) Close() error { return a.a.Close() }
 
 // SetAdapter makes the session generate with adapter a, or with the base

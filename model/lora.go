@@ -637,8 +637,10 @@ func (a *Adapter) Dir() string { return a.dir }
 func (a *Adapter) Format() string { return a.format }
 
 // Close marks the adapter closed: sessions still using it fail their next
-// forward with an error until they set another (or none); its memory goes
-// when the last reference does. Close again does nothing.
+// forward with an error until they set another (or none). Its matrices stay
+// in device memory until the model closes (a kernels.Backend frees
+// tensors only when it closes; the CPU's go with the last reference).
+// Close again does nothing.
 func (a *Adapter) Close() error {
 	a.m.mu.Lock() // no step of a session using it runs
 	defer a.m.mu.Unlock()
