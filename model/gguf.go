@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/ingot-llm/ingot/gguf"
+	"github.com/ingot-llm/ingot/kernels"
 )
 
 // ggufArch is how one GGUF architecture (general.architecture) maps onto
@@ -119,8 +121,10 @@ func GGUFFile(path string) (file string, ok bool, err error) {
 }
 
 // loadGGUF opens a GGUF file (an architecture of ggufArchs; see docs/gguf.md).
-// Quantized tensors become ingot's affine form with the same values; F32, F16
-// and BF16 tensors stay views of the mapped file unless they must be reordered.
+// Q8_0, Q4_0, Q4_K, Q5_K and Q6_K matrices stay the file's blocks, run by
+// their own kernels (kernels.DTypeQ8_0 …); other quantized tensors become
+// ingot's affine form with the same values; F32, F16 and BF16 tensors stay
+// views of the mapped file unless they must be reordered.
 func loadGGUF(ctx context.Context, path string, o Options) (*Model, error) {
 	f, err := gguf.Open(path)
 	if err != nil {
@@ -149,7 +153,9 @@ func loadGGUF(ctx context.Context, path string, o Options) (*Model, error) {
 	}
 	m.files = files
 	m.GGUFTypes = ggufTypeMix(f)
-	m.log.Info("gguf loaded", "file", path, "arch", cfg.ModelType, "types", m.GGUFTypes)
+	native, affine := ggufNativeMix(f)
+	m.log.Info("gguf loaded", "file", path, "arch", cfg.ModelType, "types", m.GGUFTypes,
+		"native", native, "as_affine", affine, "weight_bytes", m.WeightBytes())
 	if un := l.unused(); len(un) > 0 {
 		slices.Sort(un)
 		m.log.Warn("model: unused tensors", "count", len(un), "first", un[0])
@@ -689,6 +695,11 @@ func ggufTensor(w *weightFiles, quant *quantConfig, t *gguf.Tensor, hf string, r
 	if _, _, ok := gguf.AffineBits(t.Type); !ok {
 		return fmt.Errorf("tensor %q: type %s is not supported (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K…Q6_K)", t.Name, t.Type)
 	}
+	if _, ok := ggufNative[t.Type]; ok && rows > 1 { // the blocks as stored (see ggufBlockMatrix)
+		st.DType, st.Shape = t.Type.String(), []int{rows, cols}
+		w.tensors[hf] = st
+		return nil
+	}
 	if rows == 1 { // a quantized vector: de-quantize it
 		v := make([]float32, cols)
 		if err := gguf.Dequantize(v, t.Type, data); err != nil {
@@ -710,6 +721,58 @@ func ggufTensor(w *weightFiles, quant *quantConfig, t *gguf.Tensor, hf string, r
 	w.tensors[module+".scales"] = &stTensor{Name: t.Name + " (scales)", DType: "F32", Shape: []int{rows, groups}, Data: bytesOfF32(a.Scales)}
 	w.tensors[module+".biases"] = &stTensor{Name: t.Name + " (biases)", DType: "F32", Shape: []int{rows, groups}, Data: bytesOfF32(a.Biases)}
 	return nil
+}
+
+// ggufNative maps the GGUF block types the kernels run as stored to their
+// dtypes. Matrices of these types keep the file's blocks (mapped, not copied,
+// where the backend can bind them); other block types become MLX affine codes
+// (see gguf.ToAffine).
+var ggufNative = map[gguf.Type]kernels.DType{
+	gguf.TypeQ8_0: kernels.DTypeQ8_0, gguf.TypeQ4_0: kernels.DTypeQ4_0,
+	gguf.TypeQ4_K: kernels.DTypeQ4K, gguf.TypeQ5_K: kernels.DTypeQ5K, gguf.TypeQ6_K: kernels.DTypeQ6K,
+}
+
+// ggufBlockDType returns the dtype of a loader entry holding a GGUF block type
+// as stored (its DType is the GGUF type's name, "Q4_K"), or false.
+func ggufBlockDType(name string) (kernels.DType, bool) {
+	for t, dt := range ggufNative {
+		if t.String() == name {
+			return dt, true
+		}
+	}
+	return 0, false
+}
+
+// ggufBlockMatrix returns the host tensor of a GGUF block-type matrix
+// (rows, cols) held as stored.
+func ggufBlockMatrix(st *stTensor, dt kernels.DType, rows, cols int) (*kernels.Tensor, error) {
+	if !slices.Equal(st.Shape, []int{rows, cols}) || len(st.Data) != rows*dt.RowBytes(cols) {
+		return nil, fmt.Errorf("model: tensor %q is %s %v (%d bytes), the config implies [%d %d] (%d bytes)",
+			st.Name, st.DType, st.Shape, len(st.Data), rows, cols, rows*dt.RowBytes(cols))
+	}
+	return &kernels.Tensor{DType: dt, Shape: []int{rows, cols}, Data: st.Data}, nil
+}
+
+// ggufNativeMix names the tensor types of a GGUF file that the kernels run as
+// stored and those rewritten as affine codes at load, with their counts:
+// "Q4_K×13 Q6_K×3", "Q5_0×7" ("" for none). F32/F16/BF16 are neither.
+func ggufNativeMix(f *gguf.File) (native, affine string) {
+	var nat, aff []string
+	n := map[gguf.Type]int{}
+	for _, t := range f.Tensors {
+		if t.Type.BlockSize() > 1 && len(t.Dims) == 2 {
+			n[t.Type]++
+		}
+	}
+	types := slices.Sorted(maps.Keys(n))
+	for _, t := range types {
+		if _, ok := ggufNative[t]; ok {
+			nat = append(nat, fmt.Sprintf("%s×%d", t, n[t]))
+		} else {
+			aff = append(aff, fmt.Sprintf("%s×%d", t, n[t]))
+		}
+	}
+	return strings.Join(nat, " "), strings.Join(aff, " ")
 }
 
 // ggufPermutedHeads returns the head count of a q or k tensor whose rows the
@@ -757,7 +820,8 @@ func bytesOfF32(x []float32) []byte {
 }
 
 // estimateGGUF is [Estimate] for a GGUF file: the weights as the loader will
-// hold them (affine block types as codes plus f32 scales and biases; float
+// hold them (Q8_0, Q4_0, Q4_K, Q5_K and Q6_K as stored; other block types as
+// codes plus f32 scales and biases; float
 // tensors as stored, or quantized by o.Quant like a safetensors directory).
 func estimateGGUF(path string, o Options, so SessionOptions) (weights, session int64, err error) {
 	f, err := gguf.Open(path)
@@ -775,7 +839,10 @@ func estimateGGUF(path string, o Options, so SessionOptions) (weights, session i
 		}
 		rows, cols := t.Rows()
 		bits, group, ok := gguf.AffineBits(t.Type)
+		_, native := ggufNative[t.Type]
 		switch {
+		case native && len(t.Dims) == 2: // the blocks as stored
+			weights += int64(len(t.Data))
 		case ok && len(t.Dims) == 2:
 			weights += int64(rows) * int64(cols) * int64(bits*group+64) / int64(8*group)
 		case o.Quant > 0 && len(t.Dims) == 2:

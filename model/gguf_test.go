@@ -66,52 +66,130 @@ func readGGUFRef(t *testing.T, name string) (string, *ggufRef) {
 // TestGGUFReference checks every oracle GGUF against its exact float64
 // reference: logits at every position within logitTol (1e-4) max-abs, both
 // from one prefill (last row) and decoding token by token through the cache,
-// and the 16-step greedy chain (EOS ignored).
+// and the 16-step greedy chain (EOS ignored). Q8_0, Q4_0, Q4_K, Q5_K and Q6_K
+// matrices must run as stored (checkGGUFNative).
 func TestGGUFReference(t *testing.T) {
 	for _, name := range ggufCases(t) {
+		t.Run(name, func(t *testing.T) { checkGGUFReference(t, name, Options{Threads: 2}) })
+	}
+}
+
+// TestGGUFReferenceMetalEmu runs the Q4_K_M and Q8_0 oracle GGUFs through the
+// Metal kernels on the MSL interpreter (matvec/matmul/embed_<t>_f32 of
+// shaders/kquant.metal; qwen2's tied head is its q6_k token_embd), with
+// TestGGUFReference's checks and bound.
+func TestGGUFReferenceMetalEmu(t *testing.T) {
+	if os.Getenv("INGOT_TEST_BACKEND") != "" {
+		t.Skip("TestGGUFReference runs on INGOT_TEST_BACKEND")
+	}
+	for _, name := range []string{"llama-Q4_K_M", "qwen2-Q4_K_M", "llama-Q8_0"} {
 		t.Run(name, func(t *testing.T) {
-			dir, ref := readGGUFRef(t, name)
-			want := readLogits(t, dir, ref.Exact.LogitsShape)
-			s := open(t, filepath.Join(dir, "model.gguf"), Options{Threads: 2}, SessionOptions{})
-			for typ, n := range ref.TypeCounts {
-				if !strings.Contains(" "+s.m.GGUFTypes+" ", fmt.Sprintf(" %s×%d ", typ, n)) {
-					t.Errorf("GGUFTypes %q, want %s×%d in it", s.m.GGUFTypes, typ, n)
-				}
-			}
-			w, _, err := Estimate(filepath.Join(dir, "model.gguf"), Options{}, SessionOptions{})
-			if lw := s.m.WeightBytes(); err != nil || w < lw || w > lw+lw/5 { // the backend may repack more tightly
-				t.Errorf("Estimate: %d weight bytes (%v); loaded %d", w, err, lw)
-			}
-			if d := maxAbs(s.one.rope.InvFreq, ref.Exact.RopeInvFreq); d > 1e-6*float64(slices.Max(ref.Exact.RopeInvFreq)) {
-				t.Errorf("rope inv_freq differs by %g", d)
-			}
-			got, err := s.Forward(context.Background(), ref.InputIDs)
+			b, err := kernels.Open("metal-emu", 2)
 			if err != nil {
 				t.Fatal(err)
 			}
-			prefill := maxAbs(got, ref.Exact.LogitsLast)
-			s.Truncate(0)
-			var worst float64
-			for i, tok := range ref.InputIDs {
-				got, err := s.Forward(context.Background(), []int32{tok})
-				if err != nil {
-					t.Fatal(err)
-				}
-				worst = max(worst, maxAbs(got, want[i]))
-			}
-			if prefill > logitTol || worst > logitTol {
-				t.Errorf("logits max-abs: prefill %g, decode %g over %d positions (bound %g)", prefill, worst, len(want), logitTol)
-			}
-			s.Truncate(0)
-			r, err := s.Generate(context.Background(), ref.InputIDs, GenerateOptions{MaxTokens: len(ref.Exact.GreedyNoStop), IgnoreEOS: true}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ids := tokenIDsOf(r.Tokens); !slices.Equal(ids, ref.Exact.GreedyNoStop) {
-				t.Errorf("greedy:\n got %v\nwant %v", ids, ref.Exact.GreedyNoStop)
-			}
-			t.Logf("max-abs: prefill %.2g, decode %.2g (%d positions); greedy %d tokens equal", prefill, worst, len(want), len(ref.Exact.GreedyNoStop))
+			t.Cleanup(func() { b.Close() })
+			checkGGUFReference(t, name, Options{Threads: 2, Backend: b})
 		})
+	}
+}
+
+// checkGGUFReference is TestGGUFReference's check of one oracle GGUF.
+func checkGGUFReference(t *testing.T, name string, o Options) {
+	dir, ref := readGGUFRef(t, name)
+	want := readLogits(t, dir, ref.Exact.LogitsShape)
+	s := open(t, filepath.Join(dir, "model.gguf"), o, SessionOptions{})
+	for typ, n := range ref.TypeCounts {
+		if !strings.Contains(" "+s.m.GGUFTypes+" ", fmt.Sprintf(" %s×%d ", typ, n)) {
+			t.Errorf("GGUFTypes %q, want %s×%d in it", s.m.GGUFTypes, typ, n)
+		}
+	}
+	checkGGUFNative(t, s.m, filepath.Join(dir, "model.gguf"))
+	w, _, err := Estimate(filepath.Join(dir, "model.gguf"), Options{}, SessionOptions{})
+	if lw := s.m.WeightBytes(); err != nil || w < lw || w > lw+lw/5 { // the backend may repack more tightly
+		t.Errorf("Estimate: %d weight bytes (%v); loaded %d", w, err, lw)
+	}
+	if d := maxAbs(s.one.rope.InvFreq, ref.Exact.RopeInvFreq); d > 1e-6*float64(slices.Max(ref.Exact.RopeInvFreq)) {
+		t.Errorf("rope inv_freq differs by %g", d)
+	}
+	got, err := s.Forward(context.Background(), ref.InputIDs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefill := maxAbs(got, ref.Exact.LogitsLast)
+	s.Truncate(0)
+	var worst float64
+	for i, tok := range ref.InputIDs {
+		got, err := s.Forward(context.Background(), []int32{tok})
+		if err != nil {
+			t.Fatal(err)
+		}
+		worst = max(worst, maxAbs(got, want[i]))
+	}
+	if prefill > logitTol || worst > logitTol {
+		t.Errorf("logits max-abs: prefill %g, decode %g over %d positions (bound %g)", prefill, worst, len(want), logitTol)
+	}
+	s.Truncate(0)
+	r, err := s.Generate(context.Background(), ref.InputIDs, GenerateOptions{MaxTokens: len(ref.Exact.GreedyNoStop), IgnoreEOS: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids := tokenIDsOf(r.Tokens); !slices.Equal(ids, ref.Exact.GreedyNoStop) {
+		t.Errorf("greedy:\n got %v\nwant %v", ids, ref.Exact.GreedyNoStop)
+	}
+	t.Logf("max-abs: prefill %.2g, decode %.2g (%d positions); greedy %d tokens equal", prefill, worst, len(want), len(ref.Exact.GreedyNoStop))
+}
+
+// checkGGUFNative checks that every matrix of a GGUF block type with its own
+// kernels (ggufNative) was loaded in that dtype, not rewritten as affine
+// codes, and, when every block type of the file is native, that the model's
+// weight bytes are the file's tensors as stored (rope_freqs folded into the
+// config).
+func checkGGUFNative(t *testing.T, m *Model, path string) {
+	t.Helper()
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	n := m.net
+	allNative, checked := true, 0
+	var fileBytes int64
+	for _, tt := range f.Tensors {
+		if tt.Name != "rope_freqs.weight" {
+			fileBytes += int64(len(tt.Data))
+		}
+		dt, native := ggufNative[tt.Type]
+		allNative = allNative && (native || tt.Type.BlockSize() == 1)
+		var got *kernels.Tensor
+		switch {
+		case tt.Name == "token_embd.weight":
+			got = n.embed
+		case tt.Name == "output.weight":
+			got = n.head
+		case strings.HasPrefix(tt.Name, "blk."):
+			var i int
+			var suffix string
+			if _, err := fmt.Sscanf(tt.Name, "blk.%d.%s", &i, &suffix); err != nil {
+				t.Fatal(err)
+			}
+			ly := &n.layers[i]
+			got = map[string]*kernels.Tensor{"attn_q.weight": ly.wq, "attn_k.weight": ly.wk, "attn_v.weight": ly.wv,
+				"attn_output.weight": ly.wo, "ffn_gate.weight": ly.gate, "ffn_up.weight": ly.up, "ffn_down.weight": ly.down}[suffix]
+		}
+		if got == nil || !native {
+			continue
+		}
+		checked++
+		if got.DType != dt {
+			t.Errorf("%s (%s) loaded as %s, want %s (the blocks as stored)", tt.Name, tt.Type, got.DType, dt)
+		}
+	}
+	if allNative && m.WeightBytes() != fileBytes {
+		t.Errorf("WeightBytes %d, want the file's %d tensor bytes", m.WeightBytes(), fileBytes)
+	}
+	if testing.Verbose() {
+		t.Logf("%d native matrices; weight bytes %d (file tensors %d)", checked, m.WeightBytes(), fileBytes)
 	}
 }
 

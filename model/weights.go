@@ -194,6 +194,9 @@ func (l *loader) hostMatrix(module string, rows, cols int) (*kernels.Tensor, err
 			return nil, err
 		}
 	}
+	if dt, ok := ggufBlockDType(st.DType); ok {
+		return ggufBlockMatrix(st, dt, rows, cols)
+	}
 	if st.DType == "U32" {
 		return l.quantized(module, st, rows, cols)
 	}
