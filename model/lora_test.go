@@ -193,10 +193,21 @@ func TestLoraMetal(t *testing.T) {
 			dir, base, ref, lr := readLoraRef(t, c)
 			want := readLogits(t, dir, ref.LogitsShape)
 			s := open(t, base, Options{Backend: b}, SessionOptions{Context: 48, Batch: 8})
+			st, _ := s.Model().Backend().(interface{ Stats() kernels.Stats })
 			for _, format := range []string{"peft", "mlx"} {
+				var before kernels.Stats
+				if st != nil {
+					before = st.Stats()
+				}
 				a, err := s.Model().LoadAdapter(adapterDirs(dir)[format])
 				if err != nil {
 					t.Fatal(err)
+				}
+				if st != nil { // the device memory the adapter took, as the backend counts its uploads
+					after := st.Stats()
+					if got := after.CopiedBytes + after.MappedBytes - before.CopiedBytes - before.MappedBytes; got != a.Bytes() {
+						t.Errorf("%s: the backend took %d bytes for the adapter, Bytes says %d", format, got, a.Bytes())
+					}
 				}
 				if err := s.SetAdapter(a); err != nil {
 					t.Fatal(err)
