@@ -1,13 +1,20 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
+	"fmt"
+	"io"
 	"math"
+	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -78,6 +85,102 @@ func TestAdapterCLI(t *testing.T) {
 	}
 	if code := run([]string{"-model", filepath.Join(refDir, "llama3"), "-prompt-ids", "1", "-adapter", t.TempDir()}, strings.NewReader(""), &out, &errb, nil); code == 0 || !strings.Contains(errb.String(), "adapter_model.safetensors") {
 		t.Errorf("-adapter of an empty folder: exit %d, %q", code, errb.String())
+	}
+}
+
+// TestServeAdapter runs `run serve -adapter tuned=DIR` on the demo model
+// with a random PEFT adapter: /v1/models lists it, and a completion naming
+// it runs it (different text from the base's) and carries its name.
+func TestServeAdapter(t *testing.T) {
+	const D, F, r = 256, 768, 2 // tinycode-llama
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(1, 1))
+	h := map[string]any{}
+	var data []byte
+	for i := range 4 {
+		for _, m := range []struct {
+			name    string
+			in, out int
+		}{{"mlp.up_proj", D, F}, {"mlp.down_proj", F, D}} {
+			p := fmt.Sprintf("base_model.model.model.layers.%d.%s.lora_", i, m.name)
+			for _, tn := range []struct {
+				name       string
+				rows, cols int
+			}{{p + "A.weight", r, m.in}, {p + "B.weight", m.out, r}} {
+				h[tn.name] = map[string]any{"dtype": "F32", "shape": []int{tn.rows, tn.cols}, "data_offsets": []int{len(data), len(data) + 4*tn.rows*tn.cols}}
+				for range tn.rows * tn.cols {
+					data = binary.LittleEndian.AppendUint32(data, math.Float32bits(float32(rng.NormFloat64()*0.3)))
+				}
+			}
+		}
+	}
+	hb, _ := json.Marshal(h)
+	st := append(binary.LittleEndian.AppendUint64(nil, uint64(len(hb))), append(hb, data...)...)
+	if err := os.WriteFile(filepath.Join(dir, "adapter_model.safetensors"), st, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "adapter_config.json"), []byte(`{"peft_type":"LORA","r":2,"lora_alpha":4}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	pr, pw := io.Pipe()
+	lines := make(chan string, 64)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+	}()
+	intr := make(chan os.Signal, 1)
+	code := make(chan int, 1)
+	go func() {
+		code <- run([]string{"serve", "-addr", "127.0.0.1:0", "-parallel", "1", "-ctx", "128", "-v", "-adapter", "tuned=" + dir}, strings.NewReader(""), io.Discard, pw, intr)
+		pw.Close()
+	}()
+	var url string
+	for l := <-lines; !strings.Contains(l, "server ready"); l = <-lines {
+		if _, rest, ok := strings.Cut(l, "listening on "); ok {
+			url, _, _ = strings.Cut(rest, " ")
+		}
+	}
+	get := func(model string) (string, string) {
+		t.Helper()
+		resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(fmt.Sprintf(`{"model":%q,"prompt":"def f():","max_tokens":8,"temperature":0}`, model)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var c struct {
+			Model   string `json:"model"`
+			Choices []struct {
+				Text string `json:"text"`
+			} `json:"choices"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&c); err != nil || resp.StatusCode != 200 || len(c.Choices) != 1 {
+			t.Fatalf("model %q: %d %v", model, resp.StatusCode, err)
+		}
+		return c.Model, c.Choices[0].Text
+	}
+	baseModel, base := get("")
+	tunedModel, tuned := get("tuned")
+	if tunedModel != "tuned" || baseModel == "tuned" || tuned == base {
+		t.Errorf("base %q from %q, tuned %q from %q", base, baseModel, tuned, tunedModel)
+	}
+	resp, err := http.Get(url + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `"id":"tuned"`) {
+		t.Errorf("/v1/models: %s", b)
+	}
+	intr <- syscall.SIGTERM
+	if c := <-code; c != 0 {
+		t.Errorf("exit %d after SIGTERM, want 0", c)
 	}
 }
 
