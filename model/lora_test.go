@@ -738,7 +738,7 @@ func TestLoraGGUF(t *testing.T) {
 // nothing on the heap.
 func TestLoraDecodeAllocs(t *testing.T) {
 	dir, base, ref, _ := readLoraRef(t, "lora-llama3")
-	s := open(t, base, Options{Threads: 2}, SessionOptions{Context: 256})
+	s := open(t, base, Options{Threads: 2, Backend: cpuBackend(t)}, SessionOptions{Context: 256})
 	a, err := s.Model().LoadAdapter(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ func TestDecodeAllocs(t *testing.T) {
 	for _, name := range []string{"llama3", "qwen3", "gemma2-swa", "phi3", "qwen2"} {
 		t.Run(name, func(t *testing.T) {
 			dir, ref := readRef(t, name)
-			m := open(t, dir, Options{Threads: 2}, SessionOptions{Context: 256})
+			m := open(t, dir, Options{Threads: 2, Backend: cpuBackend(t)}, SessionOptions{Context: 256})
 			if _, err := m.Forward(context.Background(), ref.InputIDs); err != nil {
 				t.Fatal(err)
 			}
@@ -139,6 +139,17 @@ func TestSynthetic(t *testing.T) {
 // With INGOT_TEST_BACKEND set ("cuda", "metal", "metal-emu") and no backend
 // in o, the model runs there: the transformers reference checks then run on
 // that device.
+// cpuBackend is a CPU backend of 2 threads for a test that measures the CPU
+// path itself (allocations), whatever INGOT_TEST_BACKEND says.
+func cpuBackend(t testing.TB) kernels.Backend {
+	b, err := kernels.Open("cpu", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
 func open(t testing.TB, dir string, o Options, so SessionOptions) *Session {
 	t.Helper()
 	if name := os.Getenv("INGOT_TEST_BACKEND"); name != "" && o.Backend == nil {
