@@ -33,7 +33,7 @@ const (
 var kTypes = [...]struct {
 	name        string
 	vals, bytes int
-	deq         func(dst *[256]float32, b []byte) // one block's values into dst[:vals]
+	deq         func(dst []float32, b []byte) // one block's vals values into dst
 }{
 	KQ8_0: {"q8_0", 32, 34, deqQ8_0},
 	KQ4_0: {"q4_0", 32, 18, deqQ4_0},
@@ -91,23 +91,23 @@ func (w *KQuant) row(n int) []byte {
 func (w *KQuant) Row(dst []float32, n int) {
 	t := &kTypes[w.Type]
 	r := w.row(n)
-	var v [256]float32
 	for j := range w.K / t.vals {
-		t.deq(&v, r[j*t.bytes:(j+1)*t.bytes])
-		copy(dst[j*t.vals:(j+1)*t.vals], v[:t.vals])
+		t.deq(dst[j*t.vals:(j+1)*t.vals], r[j*t.bytes:(j+1)*t.bytes])
 	}
 }
 
 func f16At(b []byte) float32 { return F16ToF32(binary.LittleEndian.Uint16(b)) }
 
-func deqQ8_0(v *[256]float32, b []byte) {
+func deqQ8_0(dst []float32, b []byte) {
+	v := (*[32]float32)(dst)
 	d := f16At(b)
 	for j, q := range b[2:34] {
 		v[j] = d * float32(int8(q))
 	}
 }
 
-func deqQ4_0(v *[256]float32, b []byte) {
+func deqQ4_0(dst []float32, b []byte) {
+	v := (*[32]float32)(dst)
 	d := f16At(b)
 	var t [16]float32 // the block's 16 values, d·(q−8)
 	for q := range t {
@@ -127,7 +127,8 @@ func scaleMin(s int, sc []byte) (float32, float32) {
 	return float32(sc[s+4]&15 | (sc[s-4]>>6)<<4), float32(sc[s+4]>>4 | (sc[s]>>6)<<4)
 }
 
-func deqQ4K(v *[256]float32, b []byte) {
+func deqQ4K(dst []float32, b []byte) {
+	v := (*[256]float32)(dst)
 	d, dmin := f16At(b), f16At(b[2:])
 	sc, qs := b[4:16], b[16:144]
 	var lo, hi [16]float32 // values of the low and high nibbles' sub-blocks
@@ -146,7 +147,8 @@ func deqQ4K(v *[256]float32, b []byte) {
 	}
 }
 
-func deqQ5K(v *[256]float32, b []byte) {
+func deqQ5K(dst []float32, b []byte) {
+	v := (*[256]float32)(dst)
 	d, dmin := f16At(b), f16At(b[2:])
 	sc, qh, qs := b[4:16], b[16:48], b[48:176]
 	for k := range 4 {
@@ -163,7 +165,8 @@ func deqQ5K(v *[256]float32, b []byte) {
 	}
 }
 
-func deqQ6K(v *[256]float32, b []byte) {
+func deqQ6K(dst []float32, b []byte) {
+	v := (*[256]float32)(dst)
 	ql, qh, sc := b[0:128], b[128:192], b[192:208]
 	d := f16At(b[208:])
 	for n := range 2 {

@@ -189,3 +189,25 @@ func BenchmarkDotKQuant(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMatMulKQuant times a 64-token mat-mat of each type (rows
+// dequantized exactly into f32 blocks, then the f32 tiles); MB/s of blocks.
+func BenchmarkMatMulKQuant(b *testing.B) {
+	p := NewPool(0)
+	defer p.Close()
+	for kt := range KType(len(kTypes)) {
+		const L, N, K = 64, 2048, 2048
+		w := randKQuant(kt, N, K, 1)
+		x := make([]float32, L*K)
+		for i := range x {
+			x[i] = float32(i%7) - 3
+		}
+		dst := make([]float32, L*N)
+		b.Run(fmt.Sprintf("w=%s/L=%d/shape=%dx%d", kt, L, N, K), func(b *testing.B) {
+			b.SetBytes(int64(w.Bytes()))
+			for b.Loop() {
+				p.MatMulKQuant(dst, x, L, w)
+			}
+		})
+	}
+}
