@@ -213,7 +213,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) error {
 	}
 	ids, p, gen := j.ids, j.p, j.gen
 	rq.prompt = len(ids)
-	sl, err := rq.l.sched.acquire(ctx)
+	sl, err := rq.l.sched.acquire(ctx, ids, rq.adapter)
 	if err != nil {
 		return err
 	}

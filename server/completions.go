@@ -220,7 +220,11 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
 	}
 	req, p, prompts, gens, logprobs, k := &j.req, j.p, j.prompts, j.gens, j.logprobs, j.k
 	rq.prompt = j.promptN
-	sl, err := rq.l.sched.acquire(ctx)
+	var first []int32 // what the first sequence runs; none for scoring, which starts from an empty cache
+	if !(req.Echo && logprobs) {
+		first = prompts[0].ids
+	}
+	sl, err := rq.l.sched.acquire(ctx, first, rq.adapter)
 	if err != nil {
 		return err
 	}
@@ -240,7 +244,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
 		return e.send("", ch)
 	}
 	var choices []completionChoice
-	completionTokens := 0
+	completionTokens, cached := 0, 0
 	for pi, pr := range prompts {
 		for i := range p.n {
 			index := pi*p.n + i
@@ -270,17 +274,20 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
 				return err
 			}
 			completionTokens += co.tokens
+			if i == 0 {
+				cached += co.cached
+			}
 			choices = append(choices, co.choice)
 		}
 	}
 	if e == nil {
 		writeJSON(w, http.StatusOK, completion{ID: id, Object: "text_completion", Created: created, Model: name,
-			Choices: choices, Usage: newUsage(rq.prompt, completionTokens)})
+			Choices: choices, Usage: newUsage(rq.prompt, completionTokens, cached)})
 		return nil
 	}
 	if includeUsage {
 		e.send("", completion{ID: id, Object: "text_completion", Created: created, Model: name,
-			Choices: []completionChoice{}, Usage: newUsage(rq.prompt, completionTokens)})
+			Choices: []completionChoice{}, Usage: newUsage(rq.prompt, completionTokens, cached)})
 	}
 	e.raw("data: [DONE]\n\n")
 	return nil
@@ -290,6 +297,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
 type completionOut struct {
 	choice completionChoice
 	tokens int
+	cached int // prompt tokens from the session's cache
 }
 
 // completionChoice runs one sequence of a completions request. With send
@@ -334,7 +342,7 @@ func (s *Server) completionChoice(ctx context.Context, rq *request, sl slot, seq
 		}
 		return send(c)
 	})
-	out := completionOut{tokens: co.tokens}
+	out := completionOut{tokens: co.tokens, cached: co.cached}
 	if err != nil {
 		return out, err
 	}

@@ -370,7 +370,7 @@ func TestJSONSchemaProperty(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sl, err := p.acquire(context.Background())
+			sl, err := p.acquire(context.Background(), nil, nil)
 			if err != nil {
 				t.Error(err)
 				return

@@ -6,7 +6,11 @@
 // sessions: a request takes a free session, runs its sequences on it one
 // after another and gives it back, so a request's output never depends on
 // what else runs. Requests that find no free session wait in a bounded queue;
-// beyond it they get 429. Every request is prefilled from an empty cache.
+// beyond it they get 429. A session keeps its cache after its request (the
+// prefix cache): a request takes the free session whose cache shares the
+// longest prefix with its prompt and prefills only the rest (usage reports
+// prompt_tokens_details.cached_tokens); Config.NoPrefixCache prefills every
+// request from an empty cache.
 //
 // response_format json_object and json_schema are honoured by constrained
 // decoding (package server/constrain): each step samples only from the
@@ -16,6 +20,7 @@
 // tool_choice forces a call by constrained decoding.
 //
 // It is not a continuous-batching scheduler (one forward for every active
-// sequence) and has no prefix cache: see docs/server.md for what is
+// sequence), and its prefix cache is a session's own, not blocks shared
+// between sessions: see docs/server.md for what is
 // supported and what is rejected with 400.
 package server

@@ -172,13 +172,23 @@ func contentText(field string, raw json.RawMessage) (string, error) {
 }
 
 type usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
+	PromptTokens        int           `json:"prompt_tokens"`
+	CompletionTokens    int           `json:"completion_tokens"`
+	TotalTokens         int           `json:"total_tokens"`
+	PromptTokensDetails promptDetails `json:"prompt_tokens_details"`
 }
 
-func newUsage(prompt, completion int) *usage {
-	return &usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion}
+// promptDetails is OpenAI's usage.prompt_tokens_details.
+type promptDetails struct {
+	// CachedTokens are the prompt tokens taken from a session's cache (the
+	// prefix cache) rather than prefilled: of the first choice of each
+	// prompt (later choices of one prompt reuse it whole).
+	CachedTokens int `json:"cached_tokens"`
+}
+
+func newUsage(prompt, completion, cached int) *usage {
+	return &usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion,
+		PromptTokensDetails: promptDetails{CachedTokens: cached}}
 }
 
 type chatCompletion struct {
@@ -372,7 +382,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	}
 	ids, p, gen, logprobs, topK := j.ids, j.p, j.gen, j.logprobs, j.topK
 	rq.prompt = len(ids)
-	sl, err := rq.l.sched.acquire(ctx)
+	sl, err := rq.l.sched.acquire(ctx, ids, rq.adapter)
 	if err != nil {
 		return err
 	}
@@ -394,7 +404,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 			return &chatLogprobs{Content: []tokenLogprob{chatLogprob(rq.l.tok, st)}}
 		}
 	}
-	completion := 0
+	completion, cached := 0, 0
 	if !j.stream {
 		resp := chatCompletion{ID: id, Object: "chat.completion", Created: created, Model: name}
 		for i := range p.n {
@@ -403,6 +413,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 				return err
 			}
 			completion += co.tokens
+			if i == 0 {
+				cached = co.cached
+			}
 			c := chatChoice{Index: i, Message: chatOut{Role: "assistant", Content: co.text}, FinishReason: co.finish}
 			if j.tools.active() {
 				content, calls := parseToolCalls(co.text, j.tools.names)
@@ -418,7 +431,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 			}
 			resp.Choices = append(resp.Choices, c)
 		}
-		resp.Usage = newUsage(len(ids), completion)
+		resp.Usage = newUsage(len(ids), completion, cached)
 		writeJSON(w, http.StatusOK, resp)
 		return nil
 	}
@@ -460,6 +473,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		}
 		completion += co.tokens
+		if i == 0 {
+			cached = co.cached
+		}
 		finish := co.finish
 		if ts != nil {
 			rest, calls := ts.finish(j.tools.names)
@@ -484,7 +500,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if includeUsage {
-		e.send("", chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: name, Choices: []chunkChoice{}, Usage: newUsage(len(ids), completion)})
+		e.send("", chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: name, Choices: []chunkChoice{}, Usage: newUsage(len(ids), completion, cached)})
 	}
 	e.raw("data: [DONE]\n\n")
 	return nil

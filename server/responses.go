@@ -122,9 +122,15 @@ type responsePart struct {
 }
 
 type responseUsage struct {
-	InputTokens  int `json:"input_tokens"`
-	OutputTokens int `json:"output_tokens"`
-	TotalTokens  int `json:"total_tokens"`
+	InputTokens        int          `json:"input_tokens"`
+	OutputTokens       int          `json:"output_tokens"`
+	TotalTokens        int          `json:"total_tokens"`
+	InputTokensDetails inputDetails `json:"input_tokens_details"`
+}
+
+// inputDetails is the Responses API's usage.input_tokens_details.
+type inputDetails struct {
+	CachedTokens int `json:"cached_tokens"` // input tokens taken from a session's cache
 }
 
 // responses serves POST /v1/responses: one output message, or with stream
@@ -154,7 +160,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	rq.prompt = len(ids)
-	sl, err := rq.l.sched.acquire(ctx)
+	sl, err := rq.l.sched.acquire(ctx, ids, rq.adapter)
 	if err != nil {
 		return err
 	}
@@ -173,7 +179,8 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) error {
 		}
 		item.Content = []responsePart{{Type: "output_text", Text: co.text, Annotations: []any{}}}
 		resp.Output = []responseMessage{item}
-		resp.Usage = &responseUsage{InputTokens: len(ids), OutputTokens: co.tokens, TotalTokens: len(ids) + co.tokens}
+		resp.Usage = &responseUsage{InputTokens: len(ids), OutputTokens: co.tokens, TotalTokens: len(ids) + co.tokens,
+			InputTokensDetails: inputDetails{CachedTokens: co.cached}}
 	}
 	if !req.Stream {
 		co, err := s.runChoice(ctx, rq, sl, seq, p.stops, func(string, *step) error { return nil })

@@ -21,6 +21,7 @@ type choiceOut struct {
 	stopSeq string // the stop string that ended the text
 	eos     bool   // an EOS token ended it
 	tokens  int    // generated tokens, EOS included
+	cached  int    // prompt tokens taken from the session's cache, not prefilled
 }
 
 // runChoice runs seq on sl and turns its ids into text, cut at the first
@@ -59,6 +60,8 @@ func (s *Server) runChoice(ctx context.Context, rq *request, sl slot, seq *seque
 		}
 		return !stopped
 	})
+	co.cached = res.cached
+	s.metrics.prefill(len(seq.prompt)-res.cached, res.cached)
 	if werr != nil {
 		return co, werr
 	}

@@ -29,7 +29,10 @@ var errShutdown = errors.New("server: shutting down")
 type scheduler interface {
 	// acquire returns a slot, waits for one while ctx lives, or fails with
 	// errQueueFull when the queue is full and errShutdown after close.
-	acquire(ctx context.Context) (slot, error)
+	// prompt and adapter are what the request will run first: among free
+	// slots, the one whose cache shares the longest prefix with them is
+	// taken (the prefix cache).
+	acquire(ctx context.Context, prompt []int32, adapter *ingot.Adapter) (slot, error)
 	stats() schedStats
 	close() error
 }
@@ -47,7 +50,8 @@ type slot interface {
 // schedStats is what /metrics reports of a scheduler.
 type schedStats struct {
 	slots, running, queued int
-	kvUsed, kvTotal        int64 // tokens held in KV caches, and their capacity
+	kvUsed, kvTotal        int64 // tokens held in the KV caches of running requests, and the caches' capacity
+	kvIdle                 int64 // tokens kept in free sessions' caches for reuse (the prefix cache)
 }
 
 // A sequence is one generation: a prompt and how to continue it.
@@ -86,15 +90,29 @@ type alt struct {
 
 // seqResult is what a sequence ended with.
 type seqResult struct {
-	stop model.Stop
+	stop   model.Stop
+	cached int // prompt tokens whose keys and values came from the session's cache
 }
 
 // pool is a scheduler of sessions: each slot is a session of its own, taken
 // by one request at a time.
+//
+// A session keeps its cache when its request ends (unless noReuse), so the
+// next request that shares a prefix with it (a chat's next turn, a shared
+// system prompt) prefills only the rest: acquire gives a request the free
+// session whose cache shares the longest prefix with its prompt, ties (and
+// no match) going to the least recently used, so that the caches of recent
+// requests are the last to be overwritten. A request that must wait takes
+// the first session freed (first come, first served).
 type pool struct {
-	free     chan *poolSlot
+	mu      sync.Mutex
+	idle    []*poolSlot // free sessions
+	waiters []*waiter   // queued requests, oldest first
+	clock   uint64      // release counter: poolSlot.lastUsed
+	closed  bool
+
 	maxQueue int
-	queued   atomic.Int64
+	noReuse  bool // empty each cache on release: every request is prefilled from nothing
 	running  atomic.Int64
 	kvUsed   atomic.Int64
 	kvTotal  int64
@@ -104,15 +122,22 @@ type pool struct {
 	onQueued func() // test hook: a request joined the queue
 }
 
+// A waiter is a queued request; release hands it a slot on ch.
+type waiter struct {
+	ch chan *poolSlot // buffered: release never blocks
+}
+
 type poolSlot struct {
-	p    *pool
-	s    *ingot.Session
-	used int64 // tokens this slot added to p.kvUsed
+	p        *pool
+	s        *ingot.Session
+	used     int64          // tokens this slot added to p.kvUsed
+	adapter  *ingot.Adapter // the adapter the cache was computed with
+	lastUsed uint64         // p.clock when last released
 }
 
 // newPool opens n sessions of m.
 func newPool(m *ingot.Model, n, maxQueue int, o ingot.SessionOptions) (*pool, error) {
-	p := &pool{free: make(chan *poolSlot, n), maxQueue: maxQueue, done: make(chan struct{})}
+	p := &pool{maxQueue: maxQueue, done: make(chan struct{})}
 	for range n {
 		s, err := m.NewSession(o)
 		if err != nil {
@@ -122,51 +147,119 @@ func newPool(m *ingot.Model, n, maxQueue int, o ingot.SessionOptions) (*pool, er
 		sl := &poolSlot{p: p, s: s}
 		p.all = append(p.all, sl)
 		p.kvTotal += int64(s.ContextSize())
-		p.free <- sl
+		p.idle = append(p.idle, sl)
 	}
 	return p, nil
 }
 
-func (p *pool) acquire(ctx context.Context) (slot, error) {
-	select {
-	case <-p.done:
-		return nil, errShutdown
-	default:
+// sharedPrefix returns how many leading tokens a and b share.
+func sharedPrefix(a, b []int32) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
 	}
-	select {
-	case sl := <-p.free:
+	return n
+}
+
+// pick removes and returns the idle slot whose cache shares the longest
+// prefix with prompt under adapter (ties: the least recently used), counting
+// only caches of which the prompt shares at least half: as llama-server's
+// -sps 0.5, so that a few tokens in common (BOS, a template's header) do not
+// cost a long cache another request may still reuse. Without one, it takes
+// the least recently used slot. p.mu is held and p.idle is not empty.
+func (p *pool) pick(prompt []int32, adapter *ingot.Adapter) *poolSlot {
+	best, bestN := 0, 0
+	for i, sl := range p.idle {
+		n := 0
+		if c := sl.s.Raw().Cached(); sl.adapter == adapter {
+			if n = sharedPrefix(c, prompt); 2*n < len(c) {
+				n = 0
+			}
+		}
+		if n > bestN || n == bestN && sl.lastUsed < p.idle[best].lastUsed {
+			best, bestN = i, n
+		}
+	}
+	sl := p.idle[best]
+	p.idle = slices.Delete(p.idle, best, best+1)
+	return sl
+}
+
+func (p *pool) acquire(ctx context.Context, prompt []int32, adapter *ingot.Adapter) (slot, error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, errShutdown
+	}
+	if len(p.idle) > 0 {
+		sl := p.pick(prompt, adapter)
+		p.mu.Unlock()
 		p.running.Add(1)
 		return sl, nil
-	default:
 	}
-	if p.queued.Add(1) > int64(p.maxQueue) {
-		p.queued.Add(-1)
+	if len(p.waiters) >= p.maxQueue {
+		p.mu.Unlock()
 		return nil, errQueueFull
 	}
-	defer p.queued.Add(-1)
+	w := &waiter{ch: make(chan *poolSlot, 1)}
+	p.waiters = append(p.waiters, w)
+	p.mu.Unlock()
 	if p.onQueued != nil {
 		p.onQueued()
 	}
+	var err error
 	select {
-	case sl := <-p.free:
+	case sl := <-w.ch:
 		p.running.Add(1)
 		return sl, nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		err = ctx.Err()
 	case <-p.done:
-		return nil, errShutdown
+		err = errShutdown
 	}
+	p.mu.Lock()
+	if i := slices.Index(p.waiters, w); i >= 0 {
+		p.waiters = slices.Delete(p.waiters, i, i+1)
+		p.mu.Unlock()
+		return nil, err
+	}
+	p.mu.Unlock()
+	p.put(<-w.ch) // a release handed it a slot as it gave up: pass it on
+	return nil, err
+}
+
+// put gives sl to the oldest waiter, or makes it idle.
+func (p *pool) put(sl *poolSlot) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.waiters) > 0 {
+		w := p.waiters[0]
+		p.waiters = slices.Delete(p.waiters, 0, 1)
+		w.ch <- sl
+		return
+	}
+	p.idle = append(p.idle, sl)
 }
 
 func (p *pool) stats() schedStats {
-	return schedStats{slots: len(p.all), running: int(p.running.Load()), queued: int(p.queued.Load()),
-		kvUsed: p.kvUsed.Load(), kvTotal: p.kvTotal}
+	p.mu.Lock()
+	queued := len(p.waiters)
+	var idle int64
+	for _, sl := range p.idle {
+		idle += int64(len(sl.s.Raw().Cached()))
+	}
+	p.mu.Unlock()
+	return schedStats{slots: len(p.all), running: int(p.running.Load()), queued: queued,
+		kvUsed: p.kvUsed.Load(), kvTotal: p.kvTotal, kvIdle: idle}
 }
 
 // close closes the sessions; callers have released their slots.
 func (p *pool) close() error {
 	var err error
 	p.once.Do(func() {
+		p.mu.Lock()
+		p.closed = true
+		p.mu.Unlock()
 		close(p.done)
 		for _, sl := range p.all {
 			err = errors.Join(err, sl.s.Close())
@@ -178,9 +271,17 @@ func (p *pool) close() error {
 func (sl *poolSlot) contextSize() int { return sl.s.ContextSize() }
 
 func (sl *poolSlot) release() {
-	sl.forget()
+	sl.p.kvUsed.Add(-sl.used)
+	sl.used = 0
+	if sl.p.noReuse {
+		sl.s.Raw().Truncate(0)
+	}
 	sl.p.running.Add(-1)
-	sl.p.free <- sl
+	sl.p.mu.Lock()
+	sl.p.clock++
+	sl.lastUsed = sl.p.clock
+	sl.p.mu.Unlock()
+	sl.p.put(sl)
 }
 
 // grow counts n more tokens in the slot's cache.
@@ -189,28 +290,30 @@ func (sl *poolSlot) grow(n int) {
 	sl.p.kvUsed.Add(int64(n))
 }
 
-// forget empties the slot's cache, so that no request sees another's tokens
-// and every prompt is prefilled the same way.
-func (sl *poolSlot) forget() {
-	sl.s.Raw().Truncate(0)
-	sl.p.kvUsed.Add(-sl.used)
-	sl.used = 0
-}
+// setUsed counts n tokens in the slot's cache.
+func (sl *poolSlot) setUsed(n int) { sl.grow(n - int(sl.used)) }
 
 func (sl *poolSlot) run(ctx context.Context, seq *sequence, emit func(step) bool) (seqResult, error) {
-	sl.forget()
-	if err := sl.s.SetAdapter(seq.adapter); err != nil { // a no-op unless it changes
+	raw := sl.s.Raw()
+	if err := sl.s.SetAdapter(seq.adapter); err != nil { // a no-op unless it changes; a change empties the cache
+		raw.Truncate(0)
 		return seqResult{}, err
 	}
-	raw := sl.s.Raw()
+	sl.adapter = seq.adapter
+	defer func() { sl.setUsed(len(raw.Cached())) }()
+	sl.setUsed(len(seq.prompt))
 	if !seq.scorePrompt && !seq.opts.Logprobs && seq.grammar == nil {
-		// The session's own loop: device argmax, top-k and pipelining apply.
-		sl.grow(len(seq.prompt))
+		// The session's own loop: device argmax, top-k and pipelining
+		// apply, and it reuses the cached prefix it shares with the prompt.
 		r, err := raw.Generate(ctx, seq.prompt, seq.opts, func(t model.Token) bool {
 			sl.grow(1)
 			return emit(step{id: t.ID})
 		})
-		return seqResult{stop: r.Stop}, err
+		res := seqResult{stop: r.Stop}
+		if r.PromptEval > 0 {
+			res.cached = r.PromptTokens - r.PromptEval
+		}
+		return res, err
 	}
 	return sl.runLogits(ctx, raw, seq, emit)
 }
@@ -238,8 +341,8 @@ func (sl *poolSlot) runLogits(ctx context.Context, raw *model.Session, seq *sequ
 		return res, errors.New("server: empty prompt")
 	}
 	var logits []float32
-	sl.grow(len(p))
 	if seq.scorePrompt {
+		raw.Truncate(0)
 		seq.scored = make([]step, len(p))
 		seq.scored[0].id = p[0]
 		last := make([]float32, 0, raw.Model().Config.VocabSize)
@@ -253,7 +356,12 @@ func (sl *poolSlot) runLogits(ctx context.Context, raw *model.Session, seq *sequ
 		})
 		logits = last
 	} else {
-		logits, err = raw.Forward(ctx, p)
+		// Reuse the cached prefix, as Generate does: at least the last
+		// token runs, for its logits.
+		n := min(sharedPrefix(raw.Cached(), p), len(p)-1)
+		raw.Truncate(n)
+		res.cached = n
+		logits, err = raw.Forward(ctx, p[n:])
 	}
 	if err != nil {
 		return cancelled(err)

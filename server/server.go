@@ -48,6 +48,15 @@ type Config struct {
 	Parallel int                  // sessions, so requests run at once; 0: 4
 	Session  ingot.SessionOptions // each session's context window and KV cache type
 	MaxQueue int                  // requests waiting for a session before 429; 0: 64, -1: none wait
+	// NoPrefixCache empties a session's cache when its request ends, so
+	// every request is prefilled from nothing. By default a session keeps
+	// its cache and the next request sharing a prefix with it (a chat's
+	// next turn, a shared system prompt) prefills only the rest; its
+	// logprobs may then differ from a cold run's in the last bits (the
+	// cached rows were computed in other prefill chunks), and a request's
+	// usage.prompt_tokens_details.cached_tokens tells that another request
+	// (of any client) shared its prefix.
+	NoPrefixCache bool
 
 	APIKey         string        // if set, requests need "Authorization: Bearer KEY" or "x-api-key: KEY"
 	MaxBodyBytes   int64         // request body limit (413 beyond); 0: 8 MiB
@@ -227,6 +236,7 @@ func (s *Server) Load(ctx context.Context) error {
 	if err != nil {
 		return fail(err)
 	}
+	p.noReuse = s.cfg.NoPrefixCache
 	l.sched, l.ctxSize = p, p.all[0].contextSize()
 	l.created = time.Now().Unix()
 	s.ready.Store(l)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ingot-llm/ingot"
 	"github.com/ingot-llm/ingot/model"
 	"github.com/ingot-llm/ingot/server/constrain"
 	"github.com/ingot-llm/ingot/tokenize"
@@ -353,11 +354,11 @@ type scriptSched struct {
 	eos int32
 }
 
-func (f *scriptSched) acquire(context.Context) (slot, error) { return f, nil }
-func (f *scriptSched) stats() schedStats                     { return schedStats{} }
-func (f *scriptSched) close() error                          { return nil }
-func (f *scriptSched) contextSize() int                      { return 256 }
-func (f *scriptSched) release()                              {}
+func (f *scriptSched) acquire(context.Context, []int32, *ingot.Adapter) (slot, error) { return f, nil }
+func (f *scriptSched) stats() schedStats                                              { return schedStats{} }
+func (f *scriptSched) close() error                                                   { return nil }
+func (f *scriptSched) contextSize() int                                               { return 256 }
+func (f *scriptSched) release()                                                       {}
 
 func (f *scriptSched) run(ctx context.Context, seq *sequence, emit func(step) bool) (seqResult, error) {
 	for _, id := range f.ids {

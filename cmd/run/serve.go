@@ -18,7 +18,7 @@ import (
 
 const serveUsage = `usage: run serve [-model DIR] [-addr 127.0.0.1:8080] [-parallel N] [-ctx N] [-kv f16|f32]
                  [-api-key KEY] [-max-queue Q] [-timeout D] [-backend B] [-threads N]
-                 [-adapter NAME=DIR]...
+                 [-adapter NAME=DIR]... [-prefix-cache=false]
 
 Serves the model over HTTP with OpenAI's API (/v1/chat/completions,
 /v1/completions, /v1/models) and Anthropic's (/v1/messages), plus /health and
@@ -46,6 +46,7 @@ func runServe(args []string, stderr io.Writer, intr <-chan os.Signal) int {
 	backend := fs.String("backend", "auto", "compute backend: auto, cpu, metal, cuda or metal-emu")
 	threads := fs.Int("threads", 0, fmt.Sprintf("CPU threads, at most %d here (0: all cores)", runtime.NumCPU()))
 	verbose := fs.Bool("v", false, "log every request (default: warnings and lifecycle only)")
+	prefixCache := fs.Bool("prefix-cache", true, "keep each session's cache after its request, so that the next request sharing its prefix prefills only the rest (false: every request from an empty cache)")
 	var adapters multiFlag
 	fs.Var(&adapters, "adapter", "serve a LoRA adapter as `NAME=DIR` (repeatable): requests with \"model\": NAME run with it")
 	usage := func() {
@@ -117,7 +118,7 @@ func runServe(args []string, stderr io.Writer, intr <-chan os.Signal) int {
 		ModelDir: *modelDir, LoadOptions: ingot.Options{Backend: *backend, Threads: *threads},
 		Parallel: *parallel, Session: ingot.SessionOptions{Context: *ctxLen, KV: *kv}, MaxQueue: q,
 		APIKey: *apiKey, RequestTimeout: *timeout, ShutdownGrace: max(*grace, time.Nanosecond), Logger: log,
-		Adapters: ads,
+		Adapters: ads, NoPrefixCache: !*prefixCache,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "run serve:", err)
