@@ -70,10 +70,6 @@ type Backend interface {
 	// a gated MLP's first half. u (the shape of dst) is scratch: a backend
 	// that fuses the two leaves it unwritten.
 	MatMulGLU(dst, u, x, gate, up *Tensor, act Act)
-	// MatMulAdd is MatMul(tmp, x, w) then Add(dst, dst, tmp): a residual add
-	// into dst. tmp (the shape of dst) is scratch: a backend that fuses the
-	// two leaves it unwritten.
-	MatMulAdd(dst, tmp, x, w *Tensor)
 	// CausalConvSiLU is a causal depthwise convolution over time with SiLU
 	// (Qwen3.5's linear attention): over in = [state; x], state (K−1, C) the
 	// rows before x's first (zeros at a sequence's start), x (L, C) and w

@@ -421,12 +421,6 @@ func (c *CPU) MatMulGLU(dst, u, x, gate, up *Tensor, act Act) {
 	c.GLU(dst, dst, u, act)
 }
 
-// MatMulAdd computes dst += x·wᵀ through tmp.
-func (c *CPU) MatMulAdd(dst, tmp, x, w *Tensor) {
-	c.MatMul(tmp, x, w)
-	c.Add(dst, dst, tmp)
-}
-
 // GLU computes dst = act(gate)·up elementwise.
 func (c *CPU) GLU(dst, gate, up *Tensor, act Act) {
 	c.mu.Lock()

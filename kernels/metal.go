@@ -38,7 +38,6 @@ type Metal struct {
 	nv        *nvTable                                         // the (scale, bias) pairs Upload made for shapeNVIDIA, shared with the streams
 	nvGeom    func(dt DType, rows, K int) (laneShift, nsg int) // tests: a fixed geometry instead of nvGeom's
 	nvNoStage bool                                             // tests: the matvec_*_nv kernels that read x from device memory
-	norm      pendingNorm                                      // shapeNVIDIA: an RMSNorm deferred into the mat-vec that reads it (see RMSNorm)
 	noV16     bool                                             // tests: matvec_q4/q8_f32 instead of their _v16 forms
 	pipes     map[string]metal.Pipeline
 	bufs      []metal.Buffer // every buffer this backend made, released by Close
@@ -347,9 +346,6 @@ func (m *Metal) Sync(ctx context.Context) error {
 // commit ends the command buffer being encoded, if any, and commits it without
 // waiting.
 func (m *Metal) commit() {
-	if m.norm.dst != nil {
-		m.flushNorm()
-	}
 	if m.cb == nil {
 		return
 	}
@@ -452,9 +448,6 @@ func (m *Metal) fail(err error) {
 // begin starts encoding one dispatch of the named kernel. Bind arguments with
 // args, in, out, bytes and tgmem, then call run.
 func (m *Metal) begin(name string) {
-	if m.norm.dst != nil {
-		m.flushNorm()
-	}
 	c := &m.call
 	c.name, c.pipe, c.nargs, c.nbufs, c.tg = name, m.pipeline(name), 0, 0, [2]int{}
 }

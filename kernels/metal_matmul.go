@@ -89,7 +89,7 @@ func (m *Metal) MatMuls(dst []*Tensor, x *Tensor, w []*Tensor) {
 		for i, wi := range w {
 			mustMatMul("MatMuls", dst[i], x, wi)
 		}
-		if m.matvecNV(dst, x, w, false, 0, false) {
+		if m.matvecNV(dst, x, w, false, 0) {
 			return
 		}
 	}
@@ -106,27 +106,12 @@ func (m *Metal) MatMulGLU(dst, u, x, gate, up *Tensor, act Act) {
 	if m.shape == shapeNVIDIA && x.NumRows() == 1 && act != ActSwiGLUClamp {
 		mustMatMul("MatMulGLU", dst, x, gate)
 		mustMatMul("MatMulGLU", u, x, up)
-		if m.matvecNV(d[:1], x, w[:], true, act, false) {
+		if m.matvecNV(d[:1], x, w[:], true, act) {
 			return
 		}
 	}
 	m.MatMuls(d[:], x, w[:])
 	m.GLU(dst, dst, u, act)
-}
-
-// MatMulAdd computes dst (L, N) += x (L, K) · wᵀ: on NVIDIA-shaped kernels at
-// L = 1 one matvec_*_nv launch that adds into dst (tmp unwritten) where it
-// applies, else MatMul into tmp and Add.
-func (m *Metal) MatMulAdd(dst, tmp, x, w *Tensor) {
-	if m.shape == shapeNVIDIA && x.NumRows() == 1 {
-		mustMatMul("MatMulAdd", dst, x, w)
-		d, w1 := [1]*Tensor{dst}, [1]*Tensor{w}
-		if m.matvecNV(d[:], x, w1[:], false, 0, true) {
-			return
-		}
-	}
-	m.MatMul(tmp, x, w)
-	m.Add(dst, dst, tmp)
 }
 
 // mustMatMul panics unless w is a 2-D weight (N, K), x (L, K) and dst (L, N),
@@ -160,7 +145,7 @@ func (m *Metal) MatMul(dst, x, w *Tensor) {
 	}
 	if L == 1 && m.shape == shapeNVIDIA {
 		d1, w1 := [1]*Tensor{dst}, [1]*Tensor{w}
-		if m.matvecNV(d1[:], x, w1[:], false, 0, false) {
+		if m.matvecNV(d1[:], x, w1[:], false, 0) {
 			return
 		}
 	}

@@ -24,13 +24,6 @@ func (m *Metal) RMSNorm(dst, x, w *Tensor, eps float32) {
 	rows := x.Len() / n
 	if m.shape == shapeNVIDIA {
 		if threads := vecNormThreads(n, dst, x, w); threads > 0 {
-			if m.norm.dst != nil {
-				m.flushNorm()
-			}
-			if rows == 1 && nvStagedBytes(n) <= nvStageBytes && !overlap(dst, x) {
-				m.norm = pendingNorm{dst: dst, x: x, w: w, eps: eps} // see pendingNorm
-				return
-			}
 			m.vecNorm("rmsnorm_vec_f32", dst, x, x, w, eps, threads)
 			return
 		}
@@ -45,48 +38,4 @@ func (m *Metal) RMSNorm(dst, x, w *Tensor, eps float32) {
 	m.out(3, dst)
 	m.tgmem(0, 4*32)
 	m.run(metal.Size{W: rows, H: 1, D: 1}, metal.Size{W: threads, H: 1, D: 1})
-}
-
-// pendingNorm is an RMSNorm of one row that an NVIDIA-shaped backend has not
-// encoded yet: if the next op is a mat-vec of its output (MatMuls or MatMulGLU
-// of a decode step, the _xs kernels), that launch stages the normalized row
-// itself and writes dst from its first threadgroup (matvec_nv.metal, mode bit
-// 1): one launch fewer. Any other op, and every commit, encodes it first
-// (flushNorm), so the ops' order and results stay as enqueued.
-type pendingNorm struct {
-	dst, x, w *Tensor // nil dst: none
-	eps       float32
-}
-
-// flushNorm encodes the pending RMSNorm.
-func (m *Metal) flushNorm() {
-	p := m.norm
-	m.norm = pendingNorm{}
-	m.vecNorm("rmsnorm_vec_f32", p.dst, p.x, p.x, p.w, p.eps, vecNormThreads(p.w.Len(), p.dst, p.x, p.w))
-}
-
-// takeNorm returns the pending RMSNorm and clears it if x is its output (the
-// caller stages the normalized row instead), else false.
-func (m *Metal) takeNorm(x *Tensor) (pendingNorm, bool) {
-	p := m.norm
-	if p.dst == nil || x.Buf != p.dst.Buf || x.Off != p.dst.Off || x.Len() != p.dst.Len() {
-		return pendingNorm{}, false
-	}
-	m.norm = pendingNorm{}
-	return p, true
-}
-
-// overlap reports whether a and b share bytes of one buffer.
-func overlap(a, b *Tensor) bool {
-	return a.Buf == b.Buf && a.Off < b.Off+b.DType.RowBytes(b.Len()) && b.Off < a.Off+a.DType.RowBytes(a.Len())
-}
-
-// FoldsNorm reports whether b folds a decode step's residual adds into the
-// mat-vec before them (MatMulAdd) and its RMSNorms into the mat-vecs that
-// read them (see pendingNorm): an NVIDIA-shaped Metal backend. A decoder then
-// runs MatMulAdd and RMSNorm where it would run MatMul and AddRMSNorm, a
-// launch fewer each time; elsewhere AddRMSNorm is the form with fewer ops.
-func FoldsNorm(b Backend) bool {
-	m, ok := b.(*Metal)
-	return ok && m.shape == shapeNVIDIA
 }

@@ -70,10 +70,6 @@ var matvecNVNames = [2][2][2][3]string{ // [GLU][staged x][q4, q8][pair type]
 // simdgroups' partial sums, and under CUDA's 48 kB without opting in.
 const nvStageBytes = 28 << 10
 
-// nvStagedBytes is the threadgroup memory of a _xs kernel's staged x of K
-// columns (see nvStageBytes).
-func nvStagedBytes(K int) int { return 4 * (K + K/32*4) }
-
 // Types of the (scale, bias) pairs of matvec_*_nv.
 const (
 	sbBF16 = iota // one word: scale in the low half, bias in the high half
@@ -96,8 +92,6 @@ type matvecNVArgs struct {
 	N0, N1, N2, N3           uint32
 	TG1, TG2, TG3            uint32
 	Act                      uint32 // _glu kernels
-	Mode                     uint32 // bit 0: add into y; bit 1: x = RMSNorm(buffer 14)·(buffer 15), written to buffer 16
-	Eps                      float32
 }
 
 // Constants of shaders/matvec_nv.metal.
@@ -246,10 +240,8 @@ func (m *Metal) pairsOf(w *Tensor) (metal.Buffer, int, uint8, bool) {
 // and reports true, or does nothing and reports false unless every weight has
 // pairs of one kind and they share dtype, K and group size (≤ 4 weights). The
 // caller has checked the shapes. glu: w is {gate, up} of one shape and
-// dst[0] = act(x·gateᵀ)·(x·upᵀ) (matvec_*_nv_*_glu). add: dst[i] += the
-// products (not with glu). A pending RMSNorm whose output is x is done by
-// this launch when it stages x (see pendingNorm).
-func (m *Metal) matvecNV(dst []*Tensor, x *Tensor, w []*Tensor, glu bool, act Act, add bool) bool {
+// dst[0] = act(x·gateᵀ)·(x·upᵀ) (matvec_*_nv_*_glu).
+func (m *Metal) matvecNV(dst []*Tensor, x *Tensor, w []*Tensor, glu bool, act Act) bool {
 	if len(w) == 0 || len(w) > 4 || glu && (len(w) != 2 || w[0].Shape[0] != w[1].Shape[0]) {
 		return false
 	}
@@ -303,7 +295,7 @@ func (m *Metal) matvecNV(dst []*Tensor, x *Tensor, w []*Tensor, glu bool, act Ac
 	if w0.DType == DTypeQ8 {
 		q = 1
 	}
-	xsBytes := nvStagedBytes(K)
+	xsBytes := 4 * (K + K/32*4)
 	stage := x.Off%16 == 0 && xsBytes <= nvStageBytes && !m.nvNoStage
 	xs := 0
 	if stage {
@@ -313,29 +305,9 @@ func (m *Metal) matvecNV(dst []*Tensor, x *Tensor, w []*Tensor, glu bool, act Ac
 	if glu {
 		g = 1
 	}
-	if add {
-		a.Mode |= 1
-	}
-	norm, fused := pendingNorm{}, false
-	if stage {
-		norm, fused = m.takeNorm(x)
-	}
-	if fused {
-		a.Mode |= 2
-		a.Eps = norm.eps
-	}
 	m.begin(matvecNVNames[g][xs][q][kind])
 	setArgs(m, a)
 	m.in(1, x)
-	if fused { // x is norm.dst, written by threadgroup 0 (buffer 16)
-		m.in(14, norm.x)
-		m.in(15, norm.w)
-		m.out(16, norm.dst)
-	} else { // bound, never read or written
-		m.in(14, x)
-		m.in(15, x)
-		m.in(16, x)
-	}
 	for i := range 4 { // unused slots repeat the first matrix: bound, never read
 		j := i
 		if j >= len(w) {

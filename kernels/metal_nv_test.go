@@ -22,8 +22,8 @@ func testMetalNV(t testing.TB) *Metal {
 }
 
 func TestMatVecNVArgsLayout(t *testing.T) {
-	if got := unsafe.Sizeof(matvecNVArgs{}); got != 52 {
-		t.Errorf("matvec_nv_args: Go mirror is %d bytes, common.h says 52", got)
+	if got := unsafe.Sizeof(matvecNVArgs{}); got != 44 {
+		t.Errorf("matvec_nv_args: Go mirror is %d bytes, common.h says 44", got)
 	}
 }
 
@@ -453,123 +453,4 @@ func BenchmarkMetalMatVecNV(b *testing.B) {
 			})
 		}
 	}
-}
-
-// TestMetalNormFoldNV: an NVIDIA-shaped backend defers a one-row RMSNorm into
-// the mat-vec that reads its output (one launch: matvec_*_nv_*_xs stages the
-// normalized row, threadgroup 0 writes it), for MatMuls, MatMulGLU and MatMul;
-// any other op or a commit encodes it first; MatMulAdd adds into dst bit for
-// bit as MatMul then Add does. Every result against the CPU's RMSNorm then
-// MatMul within the mat-vec's bound, the written norm within 1e-5.
-func TestMetalNormFoldNV(t *testing.T) {
-	m := testMetalNV(t)
-	const K, N, G, eps = 1024, 40, 64, 1e-5
-	xh, wn := randn(K, 1), randn(K, 2)
-	hw := [2]*Tensor{hostQuantSB(DTypeQ4, N, K, G, sbBF16, 3), hostQuantSB(DTypeQ4, N, K, G, sbBF16, 4)}
-	var ws [2]*Tensor
-	for i := range ws {
-		w, err := m.Upload(hw[i])
-		if err != nil {
-			t.Fatal(err)
-		}
-		ws[i] = w
-	}
-	wnd, err := m.Upload(FromF32(wn, K))
-	if err != nil {
-		t.Fatal(err)
-	}
-	norm := make([]float32, K) // the CPU's RMSNorm of xh
-	cpuRef(func(cp *CPU) {
-		wt, _ := cp.Upload(FromF32(wn, K))
-		cp.RMSNorm(FromF32(norm, 1, K), FromF32(xh, 1, K), wt, eps)
-	})
-	want := [2][]float64{}
-	scale := [2][]float64{}
-	for i := range hw {
-		want[i], scale[i] = affineRef(hw[i], norm)
-	}
-	for _, c := range []struct {
-		name  string
-		calls int64
-		run   func(x, h *Tensor) []*Tensor // after RMSNorm(h, x): the outputs
-	}{
-		{"MatMuls", 1, func(x, h *Tensor) []*Tensor {
-			y := []*Tensor{put(m, nan(N), 1, N), put(m, nan(N), 1, N)}
-			m.MatMuls(y, h, ws[:])
-			return y
-		}},
-		{"MatMul", 1, func(x, h *Tensor) []*Tensor {
-			y := put(m, nan(N), 1, N)
-			m.MatMul(y, h, ws[0])
-			return []*Tensor{y}
-		}},
-		{"flushed by Add", 3, func(x, h *Tensor) []*Tensor { // rmsnorm_vec, add, the mat-vec
-			m.Add(h, h, put(m, make([]float32, K), 1, K))
-			y := put(m, nan(N), 1, N)
-			m.MatMul(y, h, ws[0])
-			return []*Tensor{y}
-		}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			x, h := put(m, xh, 1, K), put(m, nan(K), 1, K)
-			if err := m.Sync(t.Context()); err != nil {
-				t.Fatal(err)
-			}
-			m.ResetStats()
-			m.RMSNorm(h, x, wnd, eps)
-			ys := c.run(x, h)
-			if err := m.Sync(t.Context()); err != nil {
-				t.Fatal(err)
-			}
-			if s := m.Stats(); s.Dispatches != c.calls {
-				t.Errorf("%d dispatches, want %d", s.Dispatches, c.calls)
-			}
-			for i, y := range ys {
-				checkNV(t, get(t, m, y), want[i], scale[i])
-			}
-			closeTo(t, get(t, m, h), norm, tol{NMSE: 1e-12, MaxAbs: 1e-5})
-		})
-	}
-	t.Run("MatMulGLU", func(t *testing.T) {
-		x, h := put(m, xh, 1, K), put(m, nan(K), 1, K)
-		y, u := put(m, nan(N), 1, N), put(m, nan(N), 1, N)
-		m.ResetStats()
-		m.RMSNorm(h, x, wnd, eps)
-		m.MatMulGLU(y, u, h, ws[0], ws[1], ActSiLU)
-		got := get(t, m, y)
-		if s := m.Stats(); s.Dispatches != 1 {
-			t.Errorf("%d dispatches, want 1", s.Dispatches)
-		}
-		for n := range got {
-			g, up := want[0][n], want[1][n]
-			ref := g / (1 + math.Exp(-g)) * up
-			if d := math.Abs(float64(got[n]) - ref); d > 1e-4*(1+math.Abs(ref)) {
-				t.Errorf("y[%d] = %g, want %g", n, got[n], ref)
-			}
-		}
-	})
-	t.Run("commit", func(t *testing.T) { // a Download of the norm's output encodes it
-		x, h := put(m, xh, 1, K), put(m, nan(K), 1, K)
-		m.RMSNorm(h, x, wnd, eps)
-		closeTo(t, get(t, m, h), norm, tol{NMSE: 1e-12, MaxAbs: 1e-5})
-	})
-	t.Run("MatMulAdd", func(t *testing.T) {
-		x := put(m, randn(K, 5), 1, K)
-		base := randn(N, 6)
-		dst, tmp := put(m, base, 1, N), put(m, nan(N), 1, N)
-		m.ResetStats()
-		m.MatMulAdd(dst, tmp, x, ws[0])
-		got := get(t, m, dst)
-		if s := m.Stats(); s.Dispatches != 1 {
-			t.Errorf("%d dispatches, want 1", s.Dispatches)
-		}
-		y, sum := put(m, nan(N), 1, N), put(m, base, 1, N)
-		m.MatMul(y, x, ws[0])
-		m.Add(sum, sum, y)
-		for n, v := range get(t, m, sum) {
-			if math.Float32bits(got[n]) != math.Float32bits(v) {
-				t.Fatalf("dst[%d] = %g, MatMul then Add %g", n, got[n], v)
-			}
-		}
-	})
 }

@@ -689,13 +689,8 @@ func (m *llama) decoder(b kernels.Backend, s *acts, c *cache, pos int) {
 	}
 	b.RMSNorm(s.h, s.x, m.layers[0].attnNorm, eps) // (L, D); later blocks' come with the residual add
 	c.len = max(c.len, pos+L)
-	// fold: where the backend folds norms into mat-vecs (kernels.FoldsNorm),
-	// a plain block's residual adds go into its o and down projections
-	// (MatMulAdd) and its norms stand alone.
-	fold := L == 1 && s.lora == nil && s.taps == nil && kernels.FoldsNorm(b)
 	for i := range m.layers {
 		l := &m.layers[i]
-		added := false // x holds this sublayer's residual add already
 		if l.lin != nil {
 			m.linearAttn(b, s, c, l, i) // (L, D) → (L, D)
 		} else {
@@ -725,13 +720,8 @@ func (m *llama) decoder(b kernels.Backend, s *acts, c *cache, pos int) {
 			if l.wg != nil {
 				b.GLU(s.att, s.gate, s.att, kernels.ActSigmoid) // σ(gate)·attention
 			}
-			if fold && l.bo == nil && l.postAttnNorm == nil {
-				b.MatMulAdd(s.x, s.h, s.att, l.wo) // x += o (residual)
-				added = true
-			} else {
-				linear(b, s.h, s.att, l.wo, l.bo) // (L, D)
-				s.lora.apply(b, i, slotO, s.h, s.att, true)
-			}
+			linear(b, s.h, s.att, l.wo, l.bo) // (L, D)
+			s.lora.apply(b, i, slotO, s.h, s.att, true)
 		}
 		if s.taps != nil {
 			s.taps.take(b, s.taps.mixer(i), s.h) // the mixer's output
@@ -739,13 +729,8 @@ func (m *llama) decoder(b kernels.Backend, s *acts, c *cache, pos int) {
 		if l.postAttnNorm != nil {
 			b.RMSNorm(s.h, s.h, l.postAttnNorm, eps)
 		}
-		if added {
-			b.RMSNorm(s.h, s.x, l.mlpNorm, eps) // h = norm(x) (L, D)
-		} else {
-			b.AddRMSNorm(s.h, s.x, s.h, l.mlpNorm, eps) // x += h (residual); h = norm(x) (L, D)
-		}
-		added = false
-		out := s.h // the MLP's output (L, D)
+		b.AddRMSNorm(s.h, s.x, s.h, l.mlpNorm, eps) // x += h (residual); h = norm(x) (L, D)
+		out := s.h                                  // the MLP's output (L, D)
 		if l.router != nil {
 			out = m.moe(b, s, l)
 		} else {
@@ -759,13 +744,8 @@ func (m *llama) decoder(b kernels.Backend, s *acts, c *cache, pos int) {
 				}
 				b.GLU(s.g, s.g, s.u, m.act) // act(g)·u
 			}
-			if fold && l.bd == nil && l.postMLPNorm == nil {
-				b.MatMulAdd(s.x, s.h, s.g, l.down) // x += down (residual)
-				added = true
-			} else {
-				linear(b, s.h, s.g, l.down, l.bd) // (L, D)
-				s.lora.apply(b, i, slotDown, s.h, s.g, true)
-			}
+			linear(b, s.h, s.g, l.down, l.bd) // (L, D)
+			s.lora.apply(b, i, slotDown, s.h, s.g, true)
 		}
 		if s.taps != nil {
 			s.taps.take(b, s.taps.mlp(i), out) // the MLP's output
@@ -774,10 +754,6 @@ func (m *llama) decoder(b kernels.Backend, s *acts, c *cache, pos int) {
 			b.RMSNorm(out, out, l.postMLPNorm, eps)
 		}
 		switch {
-		case added && i+1 < len(m.layers):
-			b.RMSNorm(s.h, s.x, m.layers[i+1].attnNorm, eps) // the next block's norm
-		case added:
-			b.RMSNorm(s.last, s.x, m.norm, eps) // the final norm (L = 1)
 		case i+1 < len(m.layers):
 			b.AddRMSNorm(s.h, s.x, out, m.layers[i+1].attnNorm, eps) // residual; the next block's norm
 		case L == 1:

@@ -146,7 +146,7 @@ struct topk_args {
     uint pad1;
 };
 
-// matvec_nv_args (52 bytes): y_m (N_m) = x (K) · W_mᵀ for up to four matrices
+// matvec_nv_args (44 bytes): y_m (N_m) = x (K) · W_mᵀ for up to four matrices
 // of one dtype, K and group (matvec_*_nv). Matrix m's rows are threadgroups
 // [tg_m, tg_(m+1)) (tg_0 = 0; an unused matrix has tg_m = 0xffffffff).
 struct matvec_nv_args {
@@ -161,8 +161,6 @@ struct matvec_nv_args {
     uint tg2;
     uint tg3;
     uint act;         // matvec_*_nv_glu: the activation (kernels.Act) of y = act(x·W_0ᵀ)·(x·W_1ᵀ)
-    uint mode;        // bit 0: y_m += the product (MatMulAdd); bit 1 (_xs only): x = RMSNorm(xn)·nw, staged (see matvec_nv.metal)
-    float eps;        // the RMSNorm's (mode bit 1)
 };
 
 // ---- activations: device functions of more than one kernel file (glu_*,

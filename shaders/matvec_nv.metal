@@ -16,16 +16,6 @@
 // its own; with the same geometry both sums are the unfused kernel's, bit for
 // bit, and act is common.h's, as glu_* applies it.
 //
-// args.mode (both kinds): bit 0 adds the product into y (y[n] + Σ, as
-// add_f32 adds: MatMulAdd, a residual add with no launch of its own); bit 1
-// (_xs kernels) stages x = RMSNorm(xn)·nw instead of reading x: each
-// threadgroup reduces Σ xn² itself (its staging loop's sums, simd_sum, the
-// simdgroups' in order) and scales its staged copy as rmsnorm_vec_f32 does,
-// nw·(xn·(1/√(Σ/K + eps))), and threadgroup 0 also writes that x to hn, so
-// the RMSNorm the host deferred (kernels.Metal's pending norm) costs no
-// launch. Its sums run in another order than rmsnorm_vec_f32's: x may differ
-// from that kernel's in the last bits.
-//
 // Shape (where the Apple kernel takes 4 bytes of codes and 8 scalar x per lane):
 //   - loads are 16 bytes: a lane takes 16 bytes of a row's codes (32 4-bit or
 //     16 8-bit codes, CPL), x as float4s, a pair as one word (16-bit pairs);
@@ -180,9 +170,6 @@ kernel void matvec_q_nv(
         device       float   * y1     [[buffer(11)]],
         device       float   * y2     [[buffer(12)]],
         device       float   * y3     [[buffer(13)]],
-        device const float   * xn     [[buffer(14)]],
-        device const float   * nw     [[buffer(15)]],
-        device       float   * hn     [[buffer(16)]],
         threadgroup  float   * part   [[threadgroup(0)]],
         threadgroup  float   * xs     [[threadgroup(1)]],
         uint   tg   [[threadgroup_position_in_grid]],
@@ -234,10 +221,8 @@ kernel void matvec_q_nv(
     float2 ab[U * MVNV_RT], ab1[U * MVNV_RT];
     mvnv_load<BITS, P, GLU>(w, sb, w1, sb1, wrow, sbrow, k0, K, args.group_shift, lanes, c, q, ab);
     if (XS) { // x (K floats, K a multiple of 4) into xs, 8 float4 loads in flight a thread
-        const bool norm = (args.mode & 2) != 0;
         const uint n4 = K / 4, ntg = nsg * 32, t = sg * 32 + lane;
-        device const float4 * x4 = (device const float4 *)(norm ? xn : x);
-        float ss = 0.0f;
+        device const float4 * x4 = (device const float4 *)x;
         for (uint i0 = t; i0 < n4; i0 += 8 * ntg) {
             float4 xv[8];
             #pragma unroll
@@ -248,29 +233,6 @@ kernel void matvec_q_nv(
             for (uint u = 0; u < 8; u++) {
                 if (i0 + u * ntg < n4) {
                     *(threadgroup float4 *)(xs + mvnv_pad(4 * (i0 + u * ntg))) = xv[u];
-                }
-                ss += (xv[u].x * xv[u].x + xv[u].y * xv[u].y) + (xv[u].z * xv[u].z + xv[u].w * xv[u].w);
-            }
-        }
-        if (norm) { // uniform over the threadgroup
-            ss = simd_sum(ss);
-            if (lane == 0) {
-                part[sg] = ss;
-            }
-            threadgroup_barrier(mem_flags::mem_threadgroup);
-            ss = 0.0f;
-            for (uint j = 0; j < nsg; j++) {
-                ss += part[j];
-            }
-            const float inv = 1.0f / precise::sqrt(ss / float(K) + args.eps);
-            device const float4 * w4 = (device const float4 *)nw;
-            device float4 * h4 = (device float4 *)hn;
-            for (uint i = t; i < n4; i += ntg) { // the float4s this thread staged
-                threadgroup float4 * p = (threadgroup float4 *)(xs + mvnv_pad(4 * i));
-                const float4 v = w4[i] * (*p * inv);
-                *p = v;
-                if (tg == 0) {
-                    h4[i] = v;
                 }
             }
         }
@@ -299,12 +261,11 @@ kernel void matvec_q_nv(
                     y[r0 + rs] = ingot_act(args.act, acc[0]) * acc[1];
                 }
             } else {
-                const bool add = (args.mode & 1) != 0;
                 #pragma unroll
                 for (uint r = 0; r < MVNV_RT; r++) {
                     const uint n = r0 + rs + rl * r;
                     if (n < N) {
-                        y[n] = add ? y[n] + acc[r] : acc[r];
+                        y[n] = acc[r];
                     }
                 }
             }
@@ -331,8 +292,6 @@ kernel void matvec_q_nv(
                 u += part[j * rows + rl + i];
             }
             s = ingot_act(args.act, s) * u;
-        } else if (args.mode & 1) {
-            s = r0 + i < N ? y[r0 + i] + s : s;
         }
         if (r0 + i < N) {
             y[r0 + i] = s;
