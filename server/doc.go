@@ -1,6 +1,8 @@
 // Package server serves a model over HTTP with OpenAI's and Anthropic's APIs:
 // /v1/chat/completions, /v1/completions (with echo and prompt logprobs, for
-// scoring), /v1/messages, /v1/models, /health and Prometheus /metrics.
+// scoring), /v1/messages, /v1/responses, /v1/embeddings (the final norm's
+// output, pooled: see docs/server.md), /v1/models, /health and Prometheus
+// /metrics.
 //
 // A [Server] loads one model (package ingot) and runs requests on a pool of
 // sessions: a request takes a free session, runs its sequences on it one

@@ -88,7 +88,7 @@ func TestBadRequests(t *testing.T) {
 		{"anthropic tool_choice unknown tool", "/v1/messages", `{"max_tokens":5,` + msg + `,"tools":[{"name":"f"}],"tool_choice":{"type":"tool","name":"g"}}`, 400, ""},
 		{"anthropic tool_result from assistant", "/v1/messages", `{"max_tokens":5,"messages":[{"role":"assistant","content":[{"type":"tool_result","tool_use_id":"x"}]}]}`, 400, ""},
 		{"anthropic stop_sequences", "/v1/messages", `{"max_tokens":5,` + msg + `,"stop_sequences":[""]}`, 400, ""},
-		{"no such endpoint", "/v1/embeddings", `{}`, 404, ""},
+		{"no such endpoint", "/v1/images/generations", `{}`, 404, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, b := post(t, t.Context(), ts.URL+tc.path, tc.body)

@@ -328,6 +328,7 @@ func (s *Server) routes() {
 	s.mux.Handle("POST /v1/completions", s.wrap(apiOpenAI, s.completions))
 	s.mux.Handle("POST /v1/messages", s.wrap(apiAnthropic, s.messages))
 	s.mux.Handle("POST /v1/responses", s.wrap(apiOpenAI, s.responses))
+	s.mux.Handle("POST /v1/embeddings", s.wrap(apiOpenAI, s.embeddings))
 	s.mux.Handle("/", s.wrap(apiOpenAI, func(w http.ResponseWriter, r *http.Request) error {
 		return &apiError{status: http.StatusNotFound, typ: "invalid_request_error", code: "not_found",
 			message: fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path)}

@@ -21,7 +21,8 @@ const serveUsage = `usage: run serve [-model DIR] [-addr 127.0.0.1:8080] [-paral
                  [-adapter NAME=DIR]... [-prefix-cache=false]
 
 Serves the model over HTTP with OpenAI's API (/v1/chat/completions,
-/v1/completions, /v1/models) and Anthropic's (/v1/messages), plus /health and
+/v1/completions, /v1/responses, /v1/embeddings, /v1/models) and Anthropic's
+(/v1/messages), plus /health and
 Prometheus /metrics; see docs/server.md. Each -adapter serves a LoRA adapter
 beside the base model: a request whose "model" is NAME runs with it. It listens at once (/health answers
 503 until the model is loaded). SIGINT or SIGTERM stops accepting, lets the
