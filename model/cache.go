@@ -14,11 +14,14 @@ type cache struct {
 	// Linear-attention layers' recurrent state (nil elsewhere): the
 	// convolution's last K−1 input rows (K−1, C) and the delta rule's
 	// (nv·dk, dv). It cannot be cut back to an earlier token: truncate marks
-	// it stale, and the session then runs the kept tokens again from a zero
-	// state (zeroConv, zeroS) before the next ones.
+	// it stale, and before the next tokens the session restores the newest
+	// checkpoint (ck) at or before the cut, or the zero state (zeroConv,
+	// zeroS), and runs the kept tokens after it again. See checkpoint.go for
+	// when checkpoints are taken and how many are kept.
 	conv, S         []*kernels.Tensor
 	zeroConv, zeroS *kernels.Tensor
 	stale           bool
+	ck              *checkpoints // nil without linear layers
 }
 
 func newCache(b kernels.Backend, c *Config, maxSeq int, dt kernels.DType) *cache {
@@ -44,18 +47,20 @@ func newCache(b kernels.Backend, c *Config, maxSeq int, dt kernels.DType) *cache
 			kc.k[i], kc.v[i] = b.New(maxSeq, kw), b.New(maxSeq, kw)
 		}
 	}
+	if kc.conv != nil {
+		kc.ck = newCheckpoints(b, c)
+	}
 	kc.bytes = cacheBytes(c, maxSeq, dt)
 	return kc
 }
 
 // cacheBytes is the size of the KV cache of maxSeq tokens of type dt, and of
-// the linear-attention layers' state.
+// the linear-attention layers' state and its checkpoints.
 func cacheBytes(c *Config, maxSeq int, dt kernels.DType) int64 {
-	var n int64
+	n := checkpointBytes(c)
 	for i := range c.NumLayers {
 		if c.linear(i) {
-			C := 2*c.LinearKeyHeads*c.LinearKeyDim + c.LinearValueHeads*c.LinearValueDim
-			n += 4 * int64(max(c.LinearConvKernel-1, 0)*C+c.LinearValueHeads*c.LinearKeyDim*c.LinearValueDim)
+			n += linearStateBytes(c)
 			continue
 		}
 		n += int64(2*maxSeq*c.NumKVHeads*c.HeadDim) * int64(dt.Bits()/8)
@@ -63,11 +68,17 @@ func cacheBytes(c *Config, maxSeq int, dt kernels.DType) int64 {
 	return n
 }
 
-// truncate forgets every row from n on; a recurrent state goes stale.
+// truncate forgets every row from n on; a recurrent state that has seen more
+// goes stale, and the checkpoints past n are dropped.
 func (c *cache) truncate(n int) {
 	n = max(n, 0)
 	if c.conv != nil && n < c.len {
 		c.stale = true
+		for k := range c.ck.snaps {
+			if sn := &c.ck.snaps[k]; sn.pos > n {
+				sn.pos, sn.pinned, sn.periodic = -1, false, false
+			}
+		}
 	}
 	c.len = min(c.len, n)
 }

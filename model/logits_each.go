@@ -3,7 +3,6 @@ package model
 import (
 	"context"
 	"errors"
-	"slices"
 
 	"github.com/ingot-llm/ingot/kernels"
 )
@@ -34,7 +33,7 @@ func (s *Session) forwardEach(ctx context.Context, tokens []int32, fn func(i int
 		return err
 	}
 	for i := 0; i < len(tokens); {
-		n := min(len(tokens)-i, s.batch.L)
+		n := s.cache.chunk(len(s.tokens), min(len(tokens)-i, s.batch.L)) // forward's own chunk
 		last, err := s.forward(ctx, tokens[i:i+n])
 		if err != nil {
 			return err
@@ -60,23 +59,15 @@ func (s *Session) forwardEach(ctx context.Context, tokens []int32, fn func(i int
 	return nil
 }
 
-// replay runs the kept tokens again when a linear-attention state was cut
-// back (see cache.stale), as forward does before new tokens.
+// replay restores a cut-back linear-attention state from a checkpoint and
+// runs the kept tokens after it again (see Session.rewind), on their own, as
+// forward would before new tokens.
 func (s *Session) replay(ctx context.Context) error {
-	if !s.cache.stale {
-		return nil
-	}
-	if err := s.lock(); err != nil {
+	kept, err := s.rewind()
+	if err != nil || len(kept) == 0 {
 		return err
 	}
-	s.cache.reset(s.b)
-	s.unlock()
-	kept := slices.Clone(s.tokens)
-	s.tokens = s.tokens[:0]
-	if len(kept) == 0 {
-		return nil
-	}
-	_, err := s.forward(ctx, kept)
+	_, err = s.forward(ctx, kept)
 	return err
 }
 

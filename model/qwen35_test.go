@@ -56,8 +56,11 @@ func testPrefillDecode(t *testing.T, name string) {
 }
 
 // TestQwen35Rewind: a linear-attention state cannot be cut back, so a
-// truncated session runs its kept tokens again before the next ones; the
-// logits equal a fresh session's on the same tokens, bit for bit.
+// truncated session restores the newest checkpoint at or before the cut (here
+// none: the one at the prompt's end, 20, is past it, so the zero state) and
+// runs the kept tokens after it again before the next ones; the logits equal
+// a fresh session's on the same tokens, bit for bit. TestCheckpointRewind
+// cuts at and between checkpoints.
 func TestQwen35Rewind(t *testing.T) {
 	dir, ref := readRef(t, "qwen3_5")
 	ids := ref.InputIDs

@@ -69,6 +69,8 @@ type Session struct {
 
 	heads *rowHeads // ForwardEach's batched head buffers; nil until its first use
 
+	speculating bool // in a speculative round: a call's end is no prompt's (see checkpoint.go)
+
 	topIDs  [kernels.MaxTopK]int32 // stepTopK's results
 	topVals [kernels.MaxTopK]float32
 	topCand []candidate
@@ -203,21 +205,29 @@ func (s *Session) forward(ctx context.Context, tokens []int32) ([]float32, error
 	if s.adapter != nil && s.adapter.closed.Load() {
 		return nil, errAdapterClosed
 	}
-	if s.cache.stale { // a linear-attention state cut back: run the kept tokens again
+	// A linear-attention state cut back: restore a checkpoint and run the
+	// kept tokens after it again, in the same chunk as the new ones.
+	kept, err := s.rewind()
+	if err != nil {
+		return nil, err
+	}
+	if len(kept) > 0 {
+		tokens = append(kept, tokens...)
+		pos = len(s.tokens)
+	} else if len(tokens) > 1 && s.cache.ck != nil { // a call's start: what a speculative rejection restores
 		if err := s.lock(); err != nil {
 			return nil, err
 		}
-		s.cache.reset(s.b)
+		s.cache.save(s.b, pos, false, false)
 		s.unlock()
-		tokens = append(slices.Clone(s.tokens), tokens...)
-		s.tokens, pos = s.tokens[:0], 0
 	}
+	call := len(tokens)
 	a := s.one
 	for len(tokens) > 0 {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		n := min(len(tokens), s.batch.L)
+		n := s.cache.chunk(pos, min(len(tokens), s.batch.L))
 		if n > 1 {
 			a = s.batch.rows(n)
 		} else {
@@ -227,6 +237,7 @@ func (s *Session) forward(ctx context.Context, tokens []int32) ([]float32, error
 			return nil, err
 		}
 		s.m.net.forward(s.b, a, s.cache, tokens[:n], pos)
+		s.cache.tick(s.b, pos+n)
 		s.unlock()
 		s.tokens = append(s.tokens, tokens[:n]...)
 		pos += n
@@ -236,6 +247,9 @@ func (s *Session) forward(ctx context.Context, tokens []int32) ([]float32, error
 		return nil, err
 	}
 	defer s.unlock()
+	if call > 1 && !s.speculating { // a prompt's end
+		s.cache.save(s.b, pos, true, false)
+	}
 	if err := s.b.Download(a.hostLogit, a.logits); err != nil {
 		return nil, err
 	}
@@ -251,6 +265,7 @@ func (s *Session) decode(tok int32) error {
 	}
 	s.tok[0] = tok
 	s.m.net.forward(s.b, s.one, s.cache, s.tok[:], pos)
+	s.cache.tick(s.b, pos+1)
 	s.tokens = append(s.tokens, tok)
 	return nil
 }
@@ -474,6 +489,7 @@ func (s *Session) stepAhead(p kernels.Pipeliner, tok int32, ahead, more bool) (n
 	}
 	if more { // the caller checked that position len(s.tokens) is in the context
 		s.m.net.forwardArgmax(p, s.b, s.one, s.cache, len(s.tokens))
+		s.cache.tick(s.b, len(s.tokens)+1)
 		p.ArgmaxAsync(s.one.logits)
 	}
 	next, err = p.NextToken()

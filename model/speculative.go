@@ -33,7 +33,8 @@ var errStopRows = errors.New("model: speculative: stop")
 // runs the last emitted token and the draft through the model as one batched
 // forward ([Session.ForwardEach]); the accepted prefix of the draft and one
 // token of the model's own are emitted, and the rejected tail's cache rows are
-// dropped (Truncate; a linear-attention state is run again).
+// dropped (Truncate; a linear-attention state is restored from the checkpoint
+// taken at the verification's start, and only the kept tokens run again).
 //
 // Greedy (Temperature 0) accepts a drafted token when it is the model's
 // argmax, so the output is the one Generate gives (up to the last bits of
@@ -228,6 +229,8 @@ func (g *specRound) round(ctx context.Context, history []int32, k int) ([]Token,
 	s := g.s
 	start := len(s.tokens)
 	var err error
+	s.speculating = true // no prompt ends here: the pinned checkpoint stays (checkpoint.go)
+	defer func() { s.speculating = false }()
 	if len(g.batch) == 1 { // nothing drafted: a plain decode step
 		var logits []float32
 		if logits, err = s.forward(ctx, g.batch); err == nil {
@@ -299,7 +302,12 @@ func (g *specRound) draftModel(ctx context.Context, history []int32, k int) erro
 	if k <= 0 {
 		return nil
 	}
+	d.speculating = true
 	logits, err := d.catchUp(ctx, history)
+	d.speculating = false
+	if err == nil { // the drafting steps after it are cut back next round
+		err = d.checkpoint()
+	}
 	if err != nil {
 		return err
 	}

@@ -76,9 +76,7 @@ func (s *Session) ForwardTaps(ctx context.Context, tokens []int32, o TapOptions)
 		}
 	}
 	t.seen = make([]int, len(t.dst))
-	if s.cache.stale { // forward runs the kept tokens again first
-		t.skip = len(s.tokens)
-	}
+	t.skip = s.replayLen() // forward runs these kept tokens again first
 	s.batch.taps, s.one.taps = t, t
 	defer func() { s.batch.taps, s.one.taps = nil, nil }()
 	logits, err := s.forward(ctx, tokens)
