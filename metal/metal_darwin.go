@@ -6,9 +6,12 @@
 // Ownership: a Device owns its MTLDevice, command queue, library and every
 // cached pipeline, and Release frees them all. A Buffer owns its MTLBuffer.
 // A CommandBuffer owns a retained MTLCommandBuffer until Wait returns (or until
-// it becomes unreachable, via runtime.AddCleanup); an Encoder owns a retained
-// encoder until End. Command buffers use unretained references, so every
-// Buffer bound in one must stay alive (not Released) until its Wait returns.
+// it becomes unreachable, via runtime.AddCleanup); an Encoder lives in its
+// command buffer's autorelease pool, open from CommandBuffer to Commit (or is
+// retained until End when made on another thread). Command buffers use
+// unretained references, so every Buffer bound in one must stay alive (not
+// Released) until its Wait returns; setBytes data lives in argument buffers
+// the command buffer holds until Wait.
 //
 // Errors: encoder methods cannot return errors, so a bad binding or dispatch
 // is recorded in the command buffer, nothing further is encoded into it, and
@@ -57,59 +60,80 @@ type device struct {
 	chk   releaseCheck
 
 	lost  Lost  // set by a command buffer that failed: later ones are refused
-	spans spans // encoders' autorelease pools, per OS thread
+	spans spans // command buffers' autorelease pools, per OS thread
 	tally Tally // what the command buffers did (Counts)
+	args  argPool
 }
 
 // Counts returns what the device's command buffers did, with the
 // Objective-C calls sent for them.
 func (d *device) Counts() Counts { return d.tally.Counts() }
 
-// spans records the encoders whose autorelease pool is open, per OS thread,
-// innermost last. Pools are per thread and must be popped in reverse order
-// of their pushes; an encoder ended out of order (or on another thread) does
-// not pop its pool, which then drains with the one around it.
+// spans records the command buffers whose autorelease pool is open (from
+// CommandBuffer to Commit), per OS thread, innermost last. Pools are per
+// thread and must be popped in reverse order of their pushes; a command
+// buffer committed out of order (or on another thread) does not pop its
+// pool, which then drains with the one around it.
 type spans struct {
 	mu   sync.Mutex
-	open map[uintptr][]*encoder
+	open map[uintptr][]*span
 }
 
-// push opens e's pool on this thread; the goroutine stays on it until End.
-func (s *spans) push(e *encoder) {
+// span is one open pool.
+type span struct {
+	thread uintptr // threadID when it was opened
+	pool   uintptr // objc_autoreleasePoolPush's token
+	open   bool
+}
+
+// push opens sp's pool on this thread; the goroutine stays on it until pop.
+func (s *spans) push(sp *span) {
 	runtime.LockOSThread()
-	e.thread = pthreadSelf()
-	e.pool = autoreleasePoolPush()
+	sp.thread = threadID()
+	sp.pool = autoreleasePoolPush()
+	sp.open = true
 	s.mu.Lock()
 	if s.open == nil {
-		s.open = map[uintptr][]*encoder{}
+		s.open = map[uintptr][]*span{}
 	}
-	s.open[e.thread] = append(s.open[e.thread], e)
+	s.open[sp.thread] = append(s.open[sp.thread], sp)
 	s.mu.Unlock()
 }
 
-// pop closes e's pool if it is the innermost on the thread it was opened on
-// and this is that thread, and unpins the goroutine.
-func (s *spans) pop(e *encoder) {
+// pop closes sp's pool if it is the innermost on the thread it was opened on
+// and this is that thread, and then unpins the goroutine (on that thread,
+// the one push pinned). Popping a closed span does nothing.
+func (s *spans) pop(sp *span) {
+	if !sp.open {
+		return
+	}
+	sp.open = false
+	here := threadID() == sp.thread
 	s.mu.Lock()
-	st := s.open[e.thread]
-	inner := len(st) > 0 && st[len(st)-1] == e && pthreadSelf() == e.thread
+	st := s.open[sp.thread]
+	inner := len(st) > 0 && st[len(st)-1] == sp && here
 	for i, x := range st {
-		if x == e {
+		if x == sp {
 			st = append(st[:i], st[i+1:]...)
 			break
 		}
 	}
 	if len(st) == 0 {
-		delete(s.open, e.thread)
+		delete(s.open, sp.thread)
 	} else {
-		s.open[e.thread] = st
+		s.open[sp.thread] = st
 	}
 	s.mu.Unlock()
 	if inner {
-		autoreleasePoolPop(e.pool)
+		autoreleasePoolPop(sp.pool)
 	}
-	runtime.UnlockOSThread()
+	if here {
+		runtime.UnlockOSThread()
+	}
 }
+
+// onThread reports whether sp is open and was opened on this thread.
+func (sp *span) onThread() bool { return sp.open && threadID() == sp.thread }
 
 // Open opens the system's default Metal GPU, makes a command queue and compiles
 // source (MSL) into one library. Kernel pipelines are built on first use by
@@ -471,25 +495,28 @@ func (d *device) CommandBuffer() (CommandBuffer, error) {
 		return nil, errors.New("metal: CommandBuffer on a released device")
 	}
 	status := classMTLCommandBufferDescriptor != 0 && slog.Default().Enabled(context.Background(), slog.LevelDebug)
+	c := &commandBuffer{d: d, maxTGMem: d.info.MaxThreadgroupMemory}
+	// The command buffer's pool: its encoders live in it until Commit.
+	d.spans.push(&c.span)
 	var id objc.ID
-	withPool(func() {
-		// Borrowed and autoreleased: retain it before the pool drains.
-		if status {
-			desc := msgID(msgID(classMTLCommandBufferDescriptor, selAlloc), selInit) // owned
-			msgSetBool(desc, selSetRetainedReferences, false)
-			msgSetUint(desc, selSetErrorOptions, mtlCommandBufferErrorOptionEncoderExecutionStatus)
-			id = retain(msgIDID(d.queue, selCommandBufferWithDescriptor, desc))
-			release(desc)
-			return
-		}
+	// Borrowed and autoreleased: retain it before the pool drains.
+	if status {
+		desc := msgID(msgID(classMTLCommandBufferDescriptor, selAlloc), selInit) // owned
+		msgSetBool(desc, selSetRetainedReferences, false)
+		msgSetUint(desc, selSetErrorOptions, mtlCommandBufferErrorOptionEncoderExecutionStatus)
+		id = retain(msgIDID(d.queue, selCommandBufferWithDescriptor, desc))
+		release(desc)
+	} else {
 		id = retain(msgID(d.queue, selCommandBufferUnretained))
-	})
+	}
 	if id == 0 {
+		d.spans.pop(&c.span)
 		return nil, errors.New("metal: commandBufferWithUnretainedReferences returned nil")
 	}
 	d.tally.CommandBuffer()
-	c := &commandBuffer{h: &owned{id: id}, d: d, maxTGMem: d.info.MaxThreadgroupMemory}
-	// A command buffer dropped without Wait is released when collected.
+	c.h = &owned{id: id}
+	// A command buffer dropped without Wait is released when collected. Its
+	// argument buffers are not (the GPU may still read them): they leak.
 	runtime.AddCleanup(c, func(h *owned) { withPool(h.release) }, c.h)
 	return c, nil
 }
@@ -513,6 +540,7 @@ func (d *device) releaseObjects() {
 		}
 	}
 	d.pipes = nil
+	d.args.release()
 	release(d.lib)
 	release(d.queue)
 	release(d.id)
@@ -575,8 +603,10 @@ type commandBuffer struct {
 	waitErr    error
 	dur        time.Duration
 	dispatches int
-	kernel     string // the last kernel dispatched, for error messages
-	maxTGMem   int    // the device's maxThreadgroupMemoryLength
+	kernel     string    // the last kernel dispatched, for error messages
+	maxTGMem   int       // the device's maxThreadgroupMemoryLength
+	span       span      // the autorelease pool open from CommandBuffer to Commit
+	args       []*argBuf // argument buffers in use, returned to the device's pool by Wait
 }
 
 func (c *commandBuffer) fail(format string, args ...any) {
@@ -586,10 +616,11 @@ func (c *commandBuffer) fail(format string, args ...any) {
 }
 
 // Encoder ends any open encoder and starts a compute encoder with concurrent
-// dispatch: dispatches may overlap unless separated by Barrier. Until End, an
-// autorelease pool is open around the encoder's calls (whatever the driver
-// autoreleases in them drains at End) and the goroutine stays on its OS
-// thread.
+// dispatch: dispatches may overlap unless separated by Barrier. The encoder
+// lives in the command buffer's autorelease pool, open from CommandBuffer to
+// Commit (whatever the driver autoreleases in the encoder's calls drains
+// then); the goroutine stays on its OS thread meanwhile. An encoder made on
+// another thread is retained instead, and released by End.
 func (c *commandBuffer) Encoder() Encoder {
 	if c.enc != nil {
 		c.enc.End()
@@ -600,16 +631,17 @@ func (c *commandBuffer) Encoder() Encoder {
 		e.ended = true
 		return e
 	}
-	c.d.spans.push(e)
-	e.span = true
-	withPool(func() {
-		// Borrowed: retain it so it outlives the pool; End releases it.
-		e.id = retain(msgIDUint(c.h.id, selComputeEncoderWithType, mtlDispatchTypeConcurrent))
-	})
+	if c.span.onThread() {
+		e.id = msgIDUint(c.h.id, selComputeEncoderWithType, mtlDispatchTypeConcurrent) // borrowed, in the span's pool
+	} else {
+		withPool(func() {
+			e.id = retain(msgIDUint(c.h.id, selComputeEncoderWithType, mtlDispatchTypeConcurrent))
+		})
+		e.retained = true
+	}
 	if e.id == 0 {
 		c.fail("computeCommandEncoderWithDispatchType returned nil")
 		e.ended = true
-		c.d.spans.pop(e)
 		return e
 	}
 	c.d.tally.Encoder()
@@ -617,7 +649,8 @@ func (c *commandBuffer) Encoder() Encoder {
 	return e
 }
 
-// Commit ends any open encoder and submits the command buffer.
+// Commit ends any open encoder, submits the command buffer and closes its
+// autorelease pool.
 func (c *commandBuffer) Commit() {
 	if c.committed {
 		c.fail("Commit called twice")
@@ -628,7 +661,12 @@ func (c *commandBuffer) Commit() {
 	}
 	c.committed = true
 	c.d.tally.Commit()
-	withPool(func() { msgVoid(c.h.id, selCommit) })
+	if c.span.onThread() {
+		msgVoid(c.h.id, selCommit)
+	} else {
+		withPool(func() { msgVoid(c.h.id, selCommit) })
+	}
+	c.d.spans.pop(&c.span)
 }
 
 // Wait blocks until the command buffer completes, releases it, and returns the
@@ -647,7 +685,10 @@ func (c *commandBuffer) Wait() error {
 		id := c.h.id
 		msgVoid(id, selWaitUntilCompleted)
 		status := msgUint(id, selStatus)
-		nserr := msgID(id, selError) // borrowed
+		var nserr objc.ID
+		if status != mtlCommandBufferStatusCompleted {
+			nserr = msgID(id, selError) // borrowed; nil when completed
+		}
 		switch {
 		case nserr != 0 || status == mtlCommandBufferStatusError:
 			e := &CommandBufferError{Dispatches: c.dispatches, Kernel: c.kernel, Text: "unknown error (no NSError)"}
@@ -665,6 +706,8 @@ func (c *commandBuffer) Wait() error {
 		if end > start {
 			c.dur = time.Duration((end - start) * float64(time.Second))
 		}
+		c.d.args.put(c.args) // the GPU is done with them
+		c.args = nil
 		c.h.release()
 	})
 	c.waitErr = errors.Join(c.err, gpuErr)
@@ -707,26 +750,29 @@ func encoderStatus(nserr objc.ID) string {
 // GPUDuration is GPUEndTime − GPUStartTime, known after Wait.
 func (c *commandBuffer) GPUDuration() time.Duration { return c.dur }
 
-// encoder is a retained MTLComputeCommandEncoder with concurrent dispatch.
-// The hot-path methods call pre-registered trampolines directly, and only
-// when the binding changes (see Bindings).
+// encoder is an MTLComputeCommandEncoder with concurrent dispatch. The
+// hot-path methods send objc_msgSend through zero-allocation stubs (send),
+// and only what changes (see Bindings): buffer bindings, setBytes data
+// included, go with the next dispatch, one call per run of consecutive
+// indices.
 type encoder struct {
-	cb    *commandBuffer
-	id    objc.ID
-	pipe  *pipeline
-	b     Bindings
-	ended bool
+	cb       *commandBuffer
+	id       objc.ID
+	pipe     *pipeline
+	b        Bindings
+	ended    bool
+	retained bool // made outside the command buffer's pool: End releases it
 
-	// The hot stubs' arguments (see send): integer words, the two MTLSizes
-	// dispatch passes by pointer on arm64, and setBytes data copied to the
-	// heap so that a pointer in args cannot move.
-	args  [5]uintptr
+	// The [[buffer(i)]] table as the next dispatch binds it: the MTLBuffer and
+	// offset of each index (setBytes data: a slot of an argument buffer).
+	ids  [maxBufferIndex]uintptr
+	offs [maxBufferIndex]uintptr
+
+	// The hot stubs' arguments (see send): integer words, and the two MTLSizes
+	// dispatch passes by pointer on arm64.
+	args  [6]uintptr
 	sizes [2]mtlSize
-	data  [maxSetBytes]byte
-
-	span   bool    // a pool is open (see spans)
-	thread uintptr // pthread_self when it was opened
-	pool   uintptr // objc_autoreleasePoolPush's token
+	sent  int64 // messages sent through send (TestBindingsCountSent checks it against b.Calls)
 }
 
 // ok reports whether encoding may continue, recording use after End.
@@ -749,11 +795,12 @@ func (e *encoder) SetPipeline(p Pipeline) {
 	}
 	e.pipe = mp
 	if e.b.Pipeline(mp) {
-		e.args = [5]uintptr{uintptr(e.id), uintptr(selSetComputePipelineState), uintptr(mp.id)}
+		e.args = [6]uintptr{uintptr(e.id), uintptr(selSetComputePipelineState), uintptr(mp.id)}
 		e.send(3)
 	}
 }
 
+// SetBuffer binds b at offset to [[buffer(index)]] with the next dispatch.
 func (e *encoder) SetBuffer(index int, b Buffer, offset int) {
 	if !e.ok() {
 		return
@@ -773,13 +820,14 @@ func (e *encoder) SetBuffer(index int, b Buffer, offset int) {
 		e.cb.fail("SetBuffer(%d): offset %d outside the buffer's %d bytes", index, offset, len(mb.data))
 	default:
 		if e.b.Buffer(index, mb, offset) {
-			e.args = [5]uintptr{uintptr(e.id), uintptr(selSetBufferOffsetAtIndex), uintptr(mb.id), uintptr(offset), uintptr(index)}
-			e.send(5)
+			e.ids[index], e.offs[index] = uintptr(mb.id), uintptr(offset)
 		}
 	}
 }
 
-// SetBytes copies v (1 to 4096 bytes) into the command buffer at [[buffer(index)]].
+// SetBytes copies v (1 to 4096 bytes) into the command buffer's argument
+// buffer and binds that copy to [[buffer(index)]] with the next dispatch,
+// which is what setBytes:length:atIndex: does, without a call of its own.
 func (e *encoder) SetBytes(index int, v []byte) {
 	if !e.ok() {
 		return
@@ -791,9 +839,13 @@ func (e *encoder) SetBytes(index int, v []byte) {
 		e.cb.fail("SetBytes(%d): %d bytes; setBytes takes 1 to %d (use a buffer)", index, len(v), maxSetBytes)
 	default:
 		if e.b.Bytes(index, v) {
-			n := copy(e.data[:], v) // setBytes copies it again before returning
-			e.args = [5]uintptr{uintptr(e.id), uintptr(selSetBytesLengthAtIndex), uintptr(unsafe.Pointer(&e.data[0])), uintptr(n), uintptr(index)}
-			e.send(5)
+			a, off, err := e.cb.argSlot(len(v))
+			if err != nil {
+				e.cb.fail("SetBytes(%d): %v", index, err)
+				return
+			}
+			copy(a.data[off:], v)
+			e.ids[index], e.offs[index] = uintptr(a.id), uintptr(off)
 		}
 	}
 }
@@ -813,13 +865,14 @@ func (e *encoder) SetThreadgroupMemory(index, n int) {
 		e.cb.fail("SetThreadgroupMemory(%d): %d bytes exceeds maxThreadgroupMemoryLength %d", index, n, limit)
 	default:
 		if e.b.ThreadgroupMemory(index, n) {
-			e.args = [5]uintptr{uintptr(e.id), uintptr(selSetThreadgroupMemory), uintptr(n), uintptr(index)}
+			e.args = [6]uintptr{uintptr(e.id), uintptr(selSetThreadgroupMemory), uintptr(n), uintptr(index)}
 			e.send(4)
 		}
 	}
 }
 
-// Dispatch encodes groups threadgroups of threads threads each.
+// Dispatch binds the buffers that changed and encodes groups threadgroups of
+// threads threads each.
 func (e *encoder) Dispatch(groups, threads Size) {
 	if !e.ok() {
 		return
@@ -838,9 +891,15 @@ func (e *encoder) Dispatch(groups, threads Size) {
 	case n > int64(p.maxThreads):
 		e.cb.fail("dispatch %s: %d threads per threadgroup exceeds pipeline max %d", p.name, n, p.maxThreads)
 	default:
-		if err := e.b.Dispatch(p.staticTGMem, e.cb.maxTGMem); err != nil {
+		bind, err := e.b.Dispatch(p.staticTGMem, e.cb.maxTGMem)
+		if err != nil {
 			e.cb.fail("dispatch %s: %v", p.name, err)
 			return
+		}
+		for bind != 0 {
+			var lo, n int
+			lo, n, bind = NextRun(bind)
+			e.bind(lo, n)
 		}
 		e.sizes = [2]mtlSize{
 			{Width: uint(g.W), Height: uint(g.H), Depth: uint(g.D)},
@@ -852,13 +911,28 @@ func (e *encoder) Dispatch(groups, threads Size) {
 	}
 }
 
+// bind sends the n table entries from index lo: setBuffer:offset:atIndex:
+// for one, else setBuffers:offsets:withRange:, whose NSRange {location,
+// length} (16 bytes, two integers) both ABIs pass in two integer registers.
+// Every entry in the range was set for this dispatch (see Bindings.Dispatch).
+func (e *encoder) bind(lo, n int) {
+	if n == 1 {
+		e.args = [6]uintptr{uintptr(e.id), uintptr(selSetBufferOffsetAtIndex), e.ids[lo], e.offs[lo], uintptr(lo)}
+		e.send(5)
+		return
+	}
+	e.args = [6]uintptr{uintptr(e.id), uintptr(selSetBuffersOffsetsWithRange),
+		uintptr(unsafe.Pointer(&e.ids[lo])), uintptr(unsafe.Pointer(&e.offs[lo])), uintptr(lo), uintptr(n)}
+	e.send(6)
+}
+
 // Barrier makes later dispatches see the buffer writes of earlier ones.
 func (e *encoder) Barrier() {
 	if !e.ok() {
 		return
 	}
 	e.b.Barrier()
-	e.args = [5]uintptr{uintptr(e.id), uintptr(selMemoryBarrierWithScope), mtlBarrierScopeBuffers}
+	e.args = [6]uintptr{uintptr(e.id), uintptr(selMemoryBarrierWithScope), mtlBarrierScopeBuffers}
 	e.send(3)
 }
 
@@ -867,11 +941,12 @@ func (e *encoder) Barrier() {
 // keeps purego.SyscallN free of allocations; pointers in args point into e
 // (heap memory, which does not move) and e stays alive through the call.
 func (e *encoder) send(n int) {
+	e.sent++
 	purego.SyscallN(msgSendAddr, e.args[:n]...)
 	runtime.KeepAlive(e)
 }
 
-// End finishes encoding and releases the encoder. Calling it again is a no-op.
+// End finishes encoding. Calling it again is a no-op.
 func (e *encoder) End() {
 	if e.ended {
 		return
@@ -882,13 +957,92 @@ func (e *encoder) End() {
 	}
 	id := e.id
 	e.id = 0
-	withPool(func() {
-		msgVoid(id, selEndEncoding)
-		release(id)
-	})
-	e.cb.d.tally.End(&e.b)
-	if e.span {
-		e.span = false
-		e.cb.d.spans.pop(e)
+	if e.retained {
+		withPool(func() {
+			msgVoid(id, selEndEncoding)
+			release(id)
+		})
+	} else {
+		msgVoid(id, selEndEncoding) // in the command buffer's pool
 	}
+	e.cb.d.tally.End(&e.b)
+}
+
+// argBuf is a shared buffer setBytes data is copied into (see
+// encoder.SetBytes). A command buffer takes argument buffers from its
+// device's pool as it needs them and Wait returns them, so in the steady
+// state no call allocates one.
+type argBuf struct {
+	id   objc.ID
+	data []byte
+	used int
+}
+
+const (
+	argBufSize  = 64 << 10 // 64 KiB: more than a command buffer's 64 dispatches use
+	argBufAlign = 256      // Apple: offsets of constant-address-space buffers are 256-byte aligned on macOS
+)
+
+// argPool is a device's idle argument buffers. It is safe for concurrent use.
+type argPool struct {
+	mu   sync.Mutex
+	free []*argBuf
+}
+
+// get returns an idle argument buffer, or makes one (4 calls, counted).
+func (p *argPool) get(d *device) (*argBuf, error) {
+	p.mu.Lock()
+	if n := len(p.free); n > 0 {
+		a := p.free[n-1]
+		p.free = p.free[:n-1]
+		p.mu.Unlock()
+		a.used = 0
+		return a, nil
+	}
+	p.mu.Unlock()
+	d.tally.Add(callsNewBuffer)
+	b, err := d.NewBuffer(argBufSize)
+	if err != nil {
+		return nil, err
+	}
+	mb := b.(*buffer)
+	return &argBuf{id: mb.id, data: mb.data}, nil
+}
+
+// put returns argument buffers the GPU is done with.
+func (p *argPool) put(bufs []*argBuf) {
+	if len(bufs) == 0 {
+		return
+	}
+	p.mu.Lock()
+	p.free = append(p.free, bufs...)
+	p.mu.Unlock()
+}
+
+// release frees the idle argument buffers. Call it inside withPool.
+func (p *argPool) release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, a := range p.free {
+		release(a.id)
+	}
+	p.free = nil
+}
+
+// argSlot returns room for n bytes of setBytes data in one of the command
+// buffer's argument buffers: the buffer and the offset (argBufAlign-aligned).
+func (c *commandBuffer) argSlot(n int) (*argBuf, int, error) {
+	args := c.args
+	if len(args) == 0 || args[len(args)-1].used+n > len(args[len(args)-1].data) {
+		a, err := c.d.args.get(c.d)
+		if err != nil {
+			return nil, 0, err
+		}
+		c.args = append(c.args, a)
+		args = c.args
+	}
+	a := args[len(args)-1]
+	off := a.used
+	a.used = (off + n + argBufAlign - 1) &^ (argBufAlign - 1)
+	return a, off, nil
 }

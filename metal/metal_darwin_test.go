@@ -153,7 +153,7 @@ func TestSelectors(t *testing.T) {
 	e := cb.Encoder().(*encoder)
 	check("MTLComputeCommandEncoder", e.id, map[string]objc.SEL{
 		"setComputePipelineState:": selSetComputePipelineState, "setBuffer:offset:atIndex:": selSetBufferOffsetAtIndex,
-		"setBytes:length:atIndex:":                    selSetBytesLengthAtIndex,
+		"setBuffers:offsets:withRange:":               selSetBuffersOffsetsWithRange,
 		"setThreadgroupMemoryLength:atIndex:":         selSetThreadgroupMemory,
 		"dispatchThreadgroups:threadsPerThreadgroup:": selDispatchThreadgroups,
 		"memoryBarrierWithScope:":                     selMemoryBarrierWithScope, "endEncoding": selEndEncoding,
@@ -444,5 +444,46 @@ func BenchmarkEncode(b *testing.B) {
 	cb.Commit()
 	if err := cb.Wait(); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// TestBindingsCountSent: the calls Bindings counts (which the interpreter
+// reports as a Mac's) are the messages the encoder sends, and a
+// setBuffers:offsets:withRange: binding computes what separate bindings did.
+func TestBindingsCountSent(t *testing.T) {
+	d := open(t)
+	p := pipelineOf(t, d, "axpy_f32")
+	x, y := newBuffer(t, d, 4096), newBuffer(t, d, 4096)
+	for i := range 1024 {
+		binary.LittleEndian.PutUint32(x.Contents()[4*i:], math.Float32bits(float32(i)))
+	}
+	cb, err := d.CommandBuffer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := cb.Encoder().(*encoder)
+	for i := range 8 {
+		e.SetPipeline(p)
+		e.SetBytes(0, axpyArgs(256, 1))
+		e.SetBuffer(1, x, 1024*(i%4)) // the same offsets again from the fifth
+		e.SetBuffer(2, y, 1024*(i%4))
+		e.Dispatch(Size{W: 1, H: 1, D: 1}, Size{W: 256, H: 1, D: 1})
+		if i%2 == 1 {
+			e.Barrier()
+		}
+	}
+	if e.sent != e.b.Calls {
+		t.Errorf("the encoder sent %d messages, Bindings counted %d", e.sent, e.b.Calls)
+	}
+	e.End()
+	cb.Commit()
+	if err := cb.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	got := floats(y)
+	for i := range 1024 {
+		if want := 2 * float32(i); got[i] != want { // y = 1·x + y, twice
+			t.Fatalf("y[%d] = %g, want %g", i, got[i], want)
+		}
 	}
 }

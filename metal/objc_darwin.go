@@ -50,8 +50,11 @@
 //     withPool, and an object we keep past the pool is retained first and
 //     released by us later (as ggml-metal does with its command buffers).
 //   - Autorelease pools are per OS thread and strictly nested, and goroutines
-//     migrate between threads, so a pool never spans two Go calls: withPool
-//     locks the OS thread, pushes, runs, pops and unlocks.
+//     migrate between threads, so a pool is pushed and popped on one locked
+//     thread: withPool locks the OS thread, pushes, runs, pops and unlocks;
+//     a command buffer's pool (metal_darwin.go, spans) keeps its goroutine
+//     locked from CommandBuffer to Commit, so that the hot encoder calls run
+//     inside one pool without a push and pop each.
 
 package metal
 
@@ -192,13 +195,13 @@ var (
 
 // MTLComputeCommandEncoder selectors.
 var (
-	selSetComputePipelineState = objc.RegisterName("setComputePipelineState:")
-	selSetBufferOffsetAtIndex  = objc.RegisterName("setBuffer:offset:atIndex:")
-	selSetBytesLengthAtIndex   = objc.RegisterName("setBytes:length:atIndex:")
-	selSetThreadgroupMemory    = objc.RegisterName("setThreadgroupMemoryLength:atIndex:")
-	selDispatchThreadgroups    = objc.RegisterName("dispatchThreadgroups:threadsPerThreadgroup:")
-	selMemoryBarrierWithScope  = objc.RegisterName("memoryBarrierWithScope:")
-	selEndEncoding             = objc.RegisterName("endEncoding")
+	selSetComputePipelineState    = objc.RegisterName("setComputePipelineState:")
+	selSetBufferOffsetAtIndex     = objc.RegisterName("setBuffer:offset:atIndex:")
+	selSetBuffersOffsetsWithRange = objc.RegisterName("setBuffers:offsets:withRange:")
+	selSetThreadgroupMemory       = objc.RegisterName("setThreadgroupMemoryLength:atIndex:")
+	selDispatchThreadgroups       = objc.RegisterName("dispatchThreadgroups:threadsPerThreadgroup:")
+	selMemoryBarrierWithScope     = objc.RegisterName("memoryBarrierWithScope:")
+	selEndEncoding                = objc.RegisterName("endEncoding")
 )
 
 // Typed objc_msgSend trampolines, one per method shape, registered once by

@@ -3,6 +3,7 @@ package metal
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"strings"
 	"sync/atomic"
 )
@@ -65,7 +66,7 @@ type WorkLimiter interface {
 type Counts struct {
 	CommandBuffers int64 // command buffers committed
 	Dispatches     int64 // threadgroup grids dispatched
-	Calls          int64 // Objective-C messages sent to encode, commit and wait (the interpreter counts the ones Apple's device sends)
+	Calls          int64 // Objective-C calls made to encode, commit and wait: messages and autorelease-pool push/pop (the interpreter counts the ones Apple's device makes)
 }
 
 // A Counter is a [Device] that counts its work. Both Apple's device and the
@@ -84,14 +85,18 @@ func (t *Tally) Counts() Counts {
 	return Counts{CommandBuffers: t.cbs.Load(), Dispatches: t.dispatches.Load(), Calls: t.calls.Load()}
 }
 
-// Objective-C messages per command-buffer event, as Apple's device sends them
-// (metal_darwin.go): the interpreter adds the same numbers.
+// Calls per command-buffer event, as Apple's device makes them
+// (metal_darwin.go) on darwin/arm64: Objective-C messages plus the
+// autorelease-pool push and pop sent through purego around them (the
+// command buffer's pool is open from CommandBuffer to Commit; the thread is
+// identified without a call). The interpreter adds the same numbers.
 const (
-	callsCommandBuffer = 2 // commandBufferWithUnretainedReferences, retain
-	callsEncoder       = 2 // computeCommandEncoderWithDispatchType:, retain
-	callsEnd           = 2 // endEncoding, release
-	callsCommit        = 1 // commit
-	callsWait          = 6 // waitUntilCompleted, status, error, GPUStartTime, GPUEndTime, release
+	callsCommandBuffer = 3 // push, commandBufferWithUnretainedReferences, retain
+	callsEncoder       = 1 // computeCommandEncoderWithDispatchType: (lives in the pool)
+	callsEnd           = 1 // endEncoding
+	callsCommit        = 2 // commit, pop
+	callsWait          = 7 // push, waitUntilCompleted, status, GPUStartTime, GPUEndTime, release, pop (error only after a failure)
+	callsNewBuffer     = 5 // push, newBufferWithLength:options:, contents, length, pop: an argument buffer, made while the pool has none idle
 )
 
 // CommandBuffer counts a command buffer made.
@@ -113,6 +118,9 @@ func (t *Tally) Commit() { t.cbs.Add(1); t.calls.Add(callsCommit) }
 // Wait counts a command buffer waited for.
 func (t *Tally) Wait() { t.calls.Add(callsWait) }
 
+// Add counts n calls made outside the events above.
+func (t *Tally) Add(n int64) { t.calls.Add(n) }
+
 // maxIndex is the size of Metal's argument tables: [[buffer(0..30)]],
 // [[threadgroup(0..30)]].
 const maxIndex = 31
@@ -122,10 +130,20 @@ const maxIndex = 31
 const maxSameBytes = 64
 
 // Bindings is an encoder's argument table as the device last saw it. A device
-// asks it before each call whether the call changes anything, and skips the
-// ones that do not (Metal keeps bindings across dispatches within an
-// encoder); it counts the calls sent. Apple's device and the interpreter use
-// the same Bindings, so the interpreter counts the calls a Mac would make.
+// asks it which calls each dispatch needs, skips the ones that change nothing
+// (Metal keeps bindings across dispatches within an encoder), and it counts
+// the calls sent. Apple's device and the interpreter use the same Bindings,
+// so the interpreter counts the calls a Mac would make.
+//
+// Buffer bindings are sent with the dispatch, not when set: Dispatch returns
+// the [[buffer(i)]] indices to bind as a mask, whose runs of consecutive
+// indices are one call each (setBuffers:offsets:withRange:, or
+// setBuffer:offset:atIndex: for a run of one). setBytes data goes the same
+// way: Apple's device copies it into an argument buffer of the command buffer
+// and binds that (see [Bindings.Bytes]), so a kernel's arguments, its
+// argument struct at [[buffer(0)]] included, are one call when its indices
+// are consecutive.
+//
 // The zero value is an encoder with nothing bound.
 type Bindings struct {
 	Calls      int64 // calls sent since the last Tally.End
@@ -133,6 +151,8 @@ type Bindings struct {
 
 	pipe  Pipeline
 	bufs  [maxIndex]bound
+	set   uint32 // [[buffer(i)]] indices set since the last dispatch, changed or not
+	dirty uint32 // those of them whose binding changed
 	tg    [maxIndex]int
 	tgSet uint32 // [[threadgroup(i)]] lengths set since the last dispatch
 	tgSum int    // their total in bytes
@@ -155,20 +175,26 @@ func (b *Bindings) Pipeline(p Pipeline) bool {
 	return true
 }
 
-// Buffer reports whether setBuffer:offset:atIndex: must be sent.
+// Buffer reports whether the binding of [[buffer(index)]] changes; if so it
+// is bound with the next dispatch.
 func (b *Bindings) Buffer(index int, buf Buffer, off int) bool {
+	b.set |= 1 << index
 	x := &b.bufs[index]
 	if x.buf == buf && x.off == off && x.nb == 0 && buf != nil {
 		return false
 	}
 	x.buf, x.off, x.nb = buf, off, 0
-	b.Calls++
+	b.dirty |= 1 << index
 	return true
 }
 
-// Bytes reports whether setBytes:length:atIndex: must be sent: not when the
-// same short data is bound at index already.
+// Bytes reports whether setBytes data v at [[buffer(index)]] changes the
+// binding: not when the same short data is bound there already. If so, the
+// device binds a copy of v with the next dispatch (Apple's device: in the
+// command buffer's argument buffer, at an offset of its own; the interpreter:
+// in a buffer of its own).
 func (b *Bindings) Bytes(index int, v []byte) bool {
+	b.set |= 1 << index
 	x := &b.bufs[index]
 	if x.nb > 0 && x.nb == len(v) && string(x.bytes[:x.nb]) == string(v) {
 		return false
@@ -177,7 +203,7 @@ func (b *Bindings) Bytes(index int, v []byte) bool {
 	if len(v) <= maxSameBytes {
 		x.nb = copy(x.bytes[:], v)
 	}
-	b.Calls++
+	b.dirty |= 1 << index
 	return true
 }
 
@@ -198,20 +224,62 @@ func (b *Bindings) ThreadgroupMemory(index, n int) bool {
 	return true
 }
 
-// Dispatch counts dispatchThreadgroups:threadsPerThreadgroup: and checks the
-// threadgroup memory of the dispatch: the lengths set since the previous
-// dispatch (the kernel's [[threadgroup(i)]] arguments) plus the pipeline's
-// static threadgroup memory must fit limit bytes (maxThreadgroupMemoryLength;
-// ≤ 0: unchecked). On error nothing is counted.
-func (b *Bindings) Dispatch(static, limit int) error {
+// Dispatch counts dispatchThreadgroups:threadsPerThreadgroup: and the buffer
+// bindings sent before it, and checks the threadgroup memory of the
+// dispatch: the lengths set since the previous dispatch (the kernel's
+// [[threadgroup(i)]] arguments) plus the pipeline's static threadgroup memory
+// must fit limit bytes (maxThreadgroupMemoryLength; ≤ 0: unchecked).
+//
+// bind is the mask of [[buffer(i)]] indices to bind before the dispatch, one
+// call per run of consecutive indices (see [Runs]): each changed index, and
+// an unchanged one between two changed ones when this dispatch set it too
+// (its buffer is one the caller holds, so rebinding it is safe and joins two
+// runs into one). On error nothing is counted and bind is 0.
+func (b *Bindings) Dispatch(static, limit int) (bind uint32, err error) {
 	sum := b.tgSum
-	b.tgSet, b.tgSum = 0, 0
+	set, dirty := b.set, b.dirty
+	b.tgSet, b.tgSum, b.set, b.dirty = 0, 0, 0, 0
 	if limit > 0 && sum+static > limit {
-		return fmt.Errorf("threadgroup memory %d bytes ([[threadgroup]] arguments) + %d (static) exceeds maxThreadgroupMemoryLength %d", sum, static, limit)
+		return 0, fmt.Errorf("threadgroup memory %d bytes ([[threadgroup]] arguments) + %d (static) exceeds maxThreadgroupMemoryLength %d", sum, static, limit)
 	}
-	b.Calls++
+	bind = bridge(set|dirty, dirty)
+	b.Calls += int64(Runs(bind)) + 1
 	b.Dispatches++
-	return nil
+	return bind, nil
+}
+
+// bridge returns dirty plus the bits of set that lie between two bits of
+// dirty with only bits of set between them.
+func bridge(set, dirty uint32) uint32 {
+	bind := dirty
+	for rest := dirty; rest != 0; {
+		lo := bits.TrailingZeros32(rest)
+		rest &^= 1 << lo
+		if rest == 0 {
+			break
+		}
+		next := bits.TrailingZeros32(rest)
+		gap := uint32(1)<<next - uint32(1)<<(lo+1) // the bits strictly between lo and next
+		if set&gap == gap {
+			bind |= gap
+		}
+	}
+	return bind
+}
+
+// Runs returns the number of runs of consecutive set bits in mask: the calls
+// that bind it.
+func Runs(mask uint32) int { return bits.OnesCount32(mask &^ (mask << 1)) }
+
+// NextRun returns the first run of consecutive set bits in mask, as its
+// lowest index and length, and mask without it; n is 0 when mask is 0.
+func NextRun(mask uint32) (lo, n int, rest uint32) {
+	if mask == 0 {
+		return 0, 0, 0
+	}
+	lo = bits.TrailingZeros32(mask)
+	n = bits.TrailingZeros32(^(mask >> lo))
+	return lo, n, mask &^ (uint32(1)<<(lo+n) - uint32(1)<<lo)
 }
 
 // Barrier counts memoryBarrierWithScope:.

@@ -78,20 +78,20 @@ func TestBindingsThreadgroupMemory(t *testing.T) {
 	var b Bindings
 	b.ThreadgroupMemory(0, 16384)
 	b.ThreadgroupMemory(1, 16384)
-	if err := b.Dispatch(0, 32768); err != nil {
+	if _, err := b.Dispatch(0, 32768); err != nil {
 		t.Errorf("32768 bytes in two arguments: %v", err)
 	}
 	b.ThreadgroupMemory(0, 16384)
 	b.ThreadgroupMemory(1, 16384)
-	if err := b.Dispatch(16, 32768); err == nil || !strings.Contains(err.Error(), "16 (static)") {
+	if _, err := b.Dispatch(16, 32768); err == nil || !strings.Contains(err.Error(), "16 (static)") {
 		t.Errorf("32768 + 16 static bytes: %v, want an error", err)
 	}
 	b.ThreadgroupMemory(1, 20000)
 	b.ThreadgroupMemory(1, 16000) // set twice: the last length counts
-	if err := b.Dispatch(0, 16384); err != nil {
+	if _, err := b.Dispatch(0, 16384); err != nil {
 		t.Errorf("one argument of 16000 bytes: %v", err)
 	}
-	if err := b.Dispatch(0, 1); err != nil {
+	if _, err := b.Dispatch(0, 1); err != nil {
 		t.Errorf("nothing set for the dispatch: %v", err)
 	}
 }
@@ -122,6 +122,66 @@ func TestBindingsSkip(t *testing.T) {
 	} {
 		if got := tc.call(); got != tc.want {
 			t.Errorf("%s: sent %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestBindingsRuns: buffer bindings go with the dispatch, one call per run of
+// consecutive changed indices; an unchanged index the dispatch set too joins
+// two runs; setBytes data is bound like a buffer.
+func TestBindingsRuns(t *testing.T) {
+	type buf struct{ Buffer }
+	x, y, z := &buf{}, &buf{}, &buf{}
+	var b Bindings
+	args := []byte{1, 2, 3, 4}
+	step := func(name string, want uint32, wantCalls int64, set func()) {
+		t.Helper()
+		calls := b.Calls
+		set()
+		got, err := b.Dispatch(0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want || b.Calls-calls != wantCalls {
+			t.Errorf("%s: bind %b in %d calls, want %b in %d", name, got, b.Calls-calls, want, wantCalls)
+		}
+	}
+	step("first", 0b1111, 2, func() { b.Bytes(0, args); b.Buffer(1, x, 0); b.Buffer(2, y, 0); b.Buffer(3, z, 0) })
+	step("same again", 0, 1, func() { b.Bytes(0, args); b.Buffer(1, x, 0); b.Buffer(2, y, 0); b.Buffer(3, z, 0) })
+	step("0 and 3 change, 1 and 2 set", 0b1111, 2, func() { b.Bytes(0, []byte{5}); b.Buffer(1, x, 0); b.Buffer(2, y, 0); b.Buffer(3, x, 0) })
+	step("0 and 3 change, 1 and 2 not set", 0b1001, 3, func() { b.Bytes(0, args); b.Buffer(3, z, 0) })
+	step("2 only", 0b100, 2, func() { b.Buffer(1, x, 0); b.Buffer(2, z, 0) })
+	step("0 and 5, 1..4 set but 4 not", 0b100001, 3, func() {
+		b.Bytes(0, []byte{6})
+		b.Buffer(1, x, 0)
+		b.Buffer(2, z, 0)
+		b.Buffer(3, z, 0)
+		b.Buffer(5, y, 0)
+	})
+	for _, tc := range []struct {
+		mask uint32
+		runs [][2]int
+	}{
+		{0, nil},
+		{0b1, [][2]int{{0, 1}}},
+		{0b111011, [][2]int{{0, 2}, {3, 3}}},
+		{1 << 30, [][2]int{{30, 1}}},
+		{0x7fffffff, [][2]int{{0, 31}}},
+	} {
+		var got [][2]int
+		for m := tc.mask; m != 0; {
+			var lo, n int
+			lo, n, m = NextRun(m)
+			got = append(got, [2]int{lo, n})
+		}
+		if len(got) != len(tc.runs) || Runs(tc.mask) != len(tc.runs) {
+			t.Errorf("%b: runs %v (Runs %d), want %v", tc.mask, got, Runs(tc.mask), tc.runs)
+			continue
+		}
+		for i := range got {
+			if got[i] != tc.runs[i] {
+				t.Errorf("%b: runs %v, want %v", tc.mask, got, tc.runs)
+			}
 		}
 	}
 }
