@@ -195,6 +195,9 @@ func dotKQuant(t KType, r []byte, x []float32) float32 {
 	var sum float32
 	switch t {
 	case KQ8_0:
+		if kqAVX2 {
+			return dotQ8_0Asm(r, x)
+		}
 		for j := range len(x) / 32 {
 			sum += dotQ8_0((*[34]byte)(r[j*34:]), (*[32]float32)(x[j*32:]))
 		}
@@ -204,7 +207,12 @@ func dotKQuant(t KType, r []byte, x []float32) float32 {
 		}
 	case KQ4K:
 		for j := range len(x) / 256 {
-			sum += dotQ4K((*[144]byte)(r[j*144:]), (*[256]float32)(x[j*256:]))
+			b, xb := (*[144]byte)(r[j*144:]), (*[256]float32)(x[j*256:])
+			if kqAVX2 {
+				sum += dotQ4KAsm(b, xb)
+			} else {
+				sum += dotQ4K(b, xb)
+			}
 		}
 	case KQ5K:
 		for j := range len(x) / 256 {
@@ -212,7 +220,12 @@ func dotKQuant(t KType, r []byte, x []float32) float32 {
 		}
 	case KQ6K:
 		for j := range len(x) / 256 {
-			sum += dotQ6K((*[210]byte)(r[j*210:]), (*[256]float32)(x[j*256:]))
+			b, xb := (*[210]byte)(r[j*210:]), (*[256]float32)(x[j*256:])
+			if kqAVX2 {
+				sum += dotQ6KAsm(b, xb)
+			} else {
+				sum += dotQ6K(b, xb)
+			}
 		}
 	}
 	return sum

@@ -101,10 +101,23 @@ func TestKQuantRowMatchesGGUF(t *testing.T) {
 }
 
 // TestMatMulKQuant checks MatMulKQuant against float64 dot products of the
-// dequantized rows for every type, on the dot path (L < kqDeqMinL) and the
+// dequantized rows for every type, on the dot path (L < kqDeqMinL: the
+// portable dots and, where the CPU has them, the AVX2 ones) and the
 // dequantized row-block path, at block edges (one block, several, odd N) and
 // across row blocks of the prefill path.
 func TestMatMulKQuant(t *testing.T) {
+	asms := []bool{false}
+	if kqAVX2 {
+		asms = append(asms, true)
+	}
+	defer func(a bool) { kqAVX2 = a }(kqAVX2)
+	for _, asm := range asms {
+		kqAVX2 = asm
+		t.Run(fmt.Sprintf("asm=%v", asm), testMatMulKQuant)
+	}
+}
+
+func testMatMulKQuant(t *testing.T) {
 	p := NewPool(2)
 	defer p.Close()
 	defer func(c int) { cacheBlock = c }(cacheBlock)
@@ -209,5 +222,46 @@ func BenchmarkMatMulKQuant(b *testing.B) {
 				p.MatMulKQuant(dst, x, L, w)
 			}
 		})
+	}
+}
+
+// TestDotKQuantAVX2 compares the AVX2 block dots with the portable ones on
+// many random blocks (every code, 6-bit scale and min, int8 scale pattern),
+// x with mixed signs and magnitudes: within float32 summation error.
+func TestDotKQuantAVX2(t *testing.T) {
+	if !kqAVX2 {
+		t.Skip("no AVX2 (or -tags noasm): the portable dots run")
+	}
+	r := rand.New(rand.NewPCG(9, 9))
+	x := make([]float32, 256)
+	for range 200 {
+		for i := range x {
+			x[i] = float32(r.NormFloat64() * math.Pow(2, float64(r.IntN(9)-4)))
+		}
+		xb := (*[256]float32)(x)
+		for _, kt := range []KType{KQ4K, KQ6K, KQ8_0} {
+			w := randKQuant(kt, 1, 256, r.Uint64())
+			var got, want float32
+			row := make([]float32, 256)
+			w.Row(row, 0)
+			var mag float64
+			for i, v := range row {
+				mag += math.Abs(float64(v) * float64(x[i]))
+			}
+			switch kt {
+			case KQ8_0:
+				got = dotQ8_0Asm(w.B, x)
+				for j := range 8 {
+					want += dotQ8_0((*[34]byte)(w.B[34*j:]), (*[32]float32)(x[32*j:]))
+				}
+			case KQ4K:
+				got, want = dotQ4KAsm((*[144]byte)(w.B), xb), dotQ4K((*[144]byte)(w.B), xb)
+			default:
+				got, want = dotQ6KAsm((*[210]byte)(w.B), xb), dotQ6K((*[210]byte)(w.B), xb)
+			}
+			if d := math.Abs(float64(got - want)); d > 512*0x1p-24*mag+1e-30 {
+				t.Fatalf("%s: AVX2 %g, portable %g (|Σ| %g)", kt, got, want, mag)
+			}
+		}
 	}
 }

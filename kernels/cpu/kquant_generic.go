@@ -1,0 +1,18 @@
+//go:build !amd64 || noasm
+
+package cpu
+
+// kqAVX2 is false: dotKQuant runs the portable dot products.
+var kqAVX2 = false
+
+func dotQ4KAsm(b *[144]byte, x *[256]float32) float32 { return dotQ4K(b, x) }
+
+func dotQ6KAsm(b *[210]byte, x *[256]float32) float32 { return dotQ6K(b, x) }
+
+func dotQ8_0Asm(r []byte, x []float32) float32 {
+	var sum float32
+	for j := range len(x) / 32 {
+		sum += dotQ8_0((*[34]byte)(r[j*34:]), (*[32]float32)(x[j*32:]))
+	}
+	return sum
+}
