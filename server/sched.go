@@ -342,19 +342,32 @@ func (sl *poolSlot) runLogits(ctx context.Context, raw *model.Session, seq *sequ
 	}
 	var logits []float32
 	if seq.scorePrompt {
+		// The prompt's logprobs are model.Session.Score's, from an empty
+		// cache, one batched prefill (ScoreTop adds the alternatives): the
+		// values lm-eval gets from the model package. The cache then
+		// holds p but its last token, which runs only to generate.
 		raw.Truncate(0)
 		seq.scored = make([]step, len(p))
 		seq.scored[0].id = p[0]
-		last := make([]float32, 0, raw.Model().Config.VocabSize)
-		err = raw.ForwardEach(ctx, p, func(i int, l []float32) error {
-			if i+1 < len(p) {
-				seq.scored[i+1] = scoreStep(l, p[i+1], seq.scoreTopK)
-			} else {
-				last = append(last, l...)
+		if len(p) > 1 {
+			sc, top, err := raw.ScoreTop(ctx, p[:1], p[1:], seq.scoreTopK)
+			if err != nil {
+				return cancelled(err)
 			}
-			return nil
-		})
-		logits = last
+			for i, t := range sc.Tokens {
+				st := step{id: t.ID, logprob: t.Logprob}
+				if top != nil {
+					st.top = make([]alt, len(top[i]))
+					for j, a := range top[i] {
+						st.top[j] = alt{id: a.ID, logprob: a.Logprob}
+					}
+				}
+				seq.scored[i+1] = st
+			}
+		}
+		if seq.opts.MaxTokens > 0 {
+			logits, err = raw.Forward(ctx, p[len(raw.Cached()):])
+		}
 	} else {
 		// Reuse the cached prefix, as Generate does: at least the last
 		// token runs, for its logits.
