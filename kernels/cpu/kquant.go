@@ -89,6 +89,9 @@ func (w *KQuant) row(n int) []byte {
 
 // Row writes row n of w, dequantized exactly, into dst (K).
 func (w *KQuant) Row(dst []float32, n int) {
+	if kqAVX2 && w.rowAsm(dst, n) {
+		return
+	}
 	t := &kTypes[w.Type]
 	r := w.row(n)
 	for j := range w.K / t.vals {

@@ -16,3 +16,5 @@ func dotQ8_0Asm(r []byte, x []float32) float32 {
 	}
 	return sum
 }
+
+func (w *KQuant) rowAsm(dst []float32, n int) bool { return false }

@@ -18,9 +18,26 @@ const ggufDequantDir = "../../../shared/testdata/gguf/dequant"
 
 var kTypeGGUF = map[KType]gguf.Type{KQ8_0: gguf.TypeQ8_0, KQ4_0: gguf.TypeQ4_0, KQ4K: gguf.TypeQ4_K, KQ5K: gguf.TypeQ5_K, KQ6K: gguf.TypeQ6_K}
 
+// kqAsms runs f with the portable kernels and, where the CPU has them, the
+// AVX2 ones.
+func kqAsms(t *testing.T, f func(t *testing.T)) {
+	asms := []bool{false}
+	if kqAVX2 {
+		asms = append(asms, true)
+	}
+	defer func(a bool) { kqAVX2 = a }(kqAVX2)
+	for _, asm := range asms {
+		kqAVX2 = asm
+		t.Run(fmt.Sprintf("asm=%v", asm), f)
+	}
+}
+
 // TestKQuantDequantVectors: Row reproduces gguf-py's dequantization of the
-// oracle tensors bit for bit (signed zeros included), 16 rows of 512.
-func TestKQuantDequantVectors(t *testing.T) {
+// oracle tensors bit for bit (signed zeros included), 16 rows of 512, with
+// the portable and the AVX2 kernels.
+func TestKQuantDequantVectors(t *testing.T) { kqAsms(t, testKQuantDequantVectors) }
+
+func testKQuantDequantVectors(t *testing.T) {
 	for kt, gt := range kTypeGGUF {
 		t.Run(kt.String(), func(t *testing.T) {
 			raw, err := os.ReadFile(filepath.Join(ggufDequantDir, gt.String()+".raw"))
@@ -79,8 +96,10 @@ func randKQuant(kt KType, n, k int, seed uint64) *KQuant {
 }
 
 // TestKQuantRowMatchesGGUF: Row equals gguf.Dequantize bit for bit on random
-// blocks of every type (every scale, min and code pattern).
-func TestKQuantRowMatchesGGUF(t *testing.T) {
+// blocks of every type (every scale, min and code pattern), portable and AVX2.
+func TestKQuantRowMatchesGGUF(t *testing.T) { kqAsms(t, testKQuantRowMatchesGGUF) }
+
+func testKQuantRowMatchesGGUF(t *testing.T) {
 	for kt, gt := range kTypeGGUF {
 		const N, K = 8, 768
 		w := randKQuant(kt, N, K, uint64(kt)+1)
@@ -105,17 +124,7 @@ func TestKQuantRowMatchesGGUF(t *testing.T) {
 // portable dots and, where the CPU has them, the AVX2 ones) and the
 // dequantized row-block path, at block edges (one block, several, odd N) and
 // across row blocks of the prefill path.
-func TestMatMulKQuant(t *testing.T) {
-	asms := []bool{false}
-	if kqAVX2 {
-		asms = append(asms, true)
-	}
-	defer func(a bool) { kqAVX2 = a }(kqAVX2)
-	for _, asm := range asms {
-		kqAVX2 = asm
-		t.Run(fmt.Sprintf("asm=%v", asm), testMatMulKQuant)
-	}
-}
+func TestMatMulKQuant(t *testing.T) { kqAsms(t, testMatMulKQuant) }
 
 func testMatMulKQuant(t *testing.T) {
 	p := NewPool(2)
@@ -216,12 +225,19 @@ func BenchmarkMatMulKQuant(b *testing.B) {
 			x[i] = float32(i%7) - 3
 		}
 		dst := make([]float32, L*N)
-		b.Run(fmt.Sprintf("w=%s/L=%d/shape=%dx%d", kt, L, N, K), func(b *testing.B) {
-			b.SetBytes(int64(w.Bytes()))
-			for b.Loop() {
-				p.MatMulKQuant(dst, x, L, w)
+		for _, asm := range []bool{false, true} {
+			if asm && !kqAVX2 {
+				continue
 			}
-		})
+			b.Run(fmt.Sprintf("w=%s/L=%d/shape=%dx%d/asm=%v", kt, L, N, K, asm), func(b *testing.B) {
+				defer func(a bool) { kqAVX2 = a }(kqAVX2)
+				kqAVX2 = asm
+				b.SetBytes(int64(w.Bytes()))
+				for b.Loop() {
+					p.MatMulKQuant(dst, x, L, w)
+				}
+			})
+		}
 	}
 }
 
