@@ -63,6 +63,9 @@ type device struct {
 	spans spans // command buffers' autorelease pools, per OS thread
 	tally Tally // what the command buffers did (Counts)
 	args  argPool
+
+	settings string  // the library's compile settings (language version, math mode), for the cache key
+	arch     archive // the pipeline cache (cache_darwin.go)
 }
 
 // Counts returns what the device's command buffers did, with the
@@ -161,6 +164,7 @@ func Open(source string) (Device, error) {
 		}
 	})
 	if err == nil {
+		withPool(func() { d.openArchive(source, d.settings) })
 		err = d.buildAll(names)
 	}
 	if err == nil {
@@ -173,6 +177,7 @@ func Open(source string) (Device, error) {
 		withPool(d.releaseObjects)
 		return nil, err
 	}
+	d.fillArchive(names)
 	slog.Debug("metal device opened", "name", d.info.Name, "macos", d.info.OSVersion, "family", d.info.Family,
 		"msl", d.info.LanguageVersion, "max_working_set", d.info.MaxWorkingSet,
 		"max_buffer", d.info.MaxBufferLength, "unified_memory", d.info.UnifiedMemory,
@@ -304,12 +309,15 @@ func (d *device) compile(source string) error {
 	defer release(opts)
 	if msgRespond(opts, selRespondsToSelector, selSetMathMode) {
 		msgSetInt(opts, selSetMathMode, mtlMathModeRelaxed)
+		d.settings = "relaxed"
 	} else {
 		msgSetBool(opts, selSetFastMathEnabled, true)
+		d.settings = "fast"
 	}
 	if v, name := languageVersion(d.info.OSVersion); v != 0 {
 		msgSetUint(opts, selSetLanguageVersion, v)
 		d.info.LanguageVersion = name
+		d.settings += " msl " + name
 	}
 	src := newNSString(source)
 	if src == 0 {
@@ -464,8 +472,15 @@ func (d *device) newPipeline(name string) (*pipeline, error) {
 		return nil, fmt.Errorf("metal: no kernel %q in the library", name)
 	}
 	defer release(fn) // the pipeline keeps what it needs
-	var nserr objc.ID
-	pso := msgNewPipeline(d.id, selNewPipelineWithFunction, fn, &nserr) // owned
+	var (
+		nserr objc.ID
+		pso   objc.ID // owned
+	)
+	if d.arch.loaded {
+		pso = d.pipelineFromArchive(fn, &nserr)
+	} else {
+		pso = msgNewPipeline(d.id, selNewPipelineWithFunction, fn, &nserr)
+	}
 	if pso == 0 {
 		return nil, fmt.Errorf("metal: newComputePipelineStateWithFunction %s: %s", name, nsErrorText(nserr))
 	}
@@ -541,6 +556,8 @@ func (d *device) releaseObjects() {
 	}
 	d.pipes = nil
 	d.args.release()
+	release(d.arch.id)
+	d.arch = archive{}
 	release(d.lib)
 	release(d.queue)
 	release(d.id)

@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -126,9 +128,11 @@ func TestSelectors(t *testing.T) {
 		"maxBufferLength": selMaxBufferLength, "hasUnifiedMemory": selHasUnifiedMemory,
 		"maxThreadgroupMemoryLength": selMaxThreadgroupMemoryLength, "currentAllocatedSize": selCurrentAllocatedSize,
 		"newCommandQueue": selNewCommandQueue, "newLibraryWithSource:options:error:": selNewLibraryWithSource,
-		"newComputePipelineStateWithFunction:error:":           selNewPipelineWithFunction,
-		"newBufferWithLength:options:":                         selNewBufferWithLength,
-		"newBufferWithBytesNoCopy:length:options:deallocator:": selNewBufferWithBytesNoCopy,
+		"newComputePipelineStateWithFunction:error:":                      selNewPipelineWithFunction,
+		"newBufferWithLength:options:":                                    selNewBufferWithLength,
+		"newBufferWithBytesNoCopy:length:options:deallocator:":            selNewBufferWithBytesNoCopy,
+		"newBinaryArchiveWithDescriptor:error:":                           selNewBinaryArchiveWithDescriptor,
+		"newComputePipelineStateWithDescriptor:options:reflection:error:": selNewPipelineWithDescriptorOptions,
 	})
 	check("MTLLibrary", d.lib, map[string]objc.SEL{"newFunctionWithName:": selNewFunctionWithName})
 	check("MTLCommandQueue", d.queue, map[string]objc.SEL{"commandBufferWithUnretainedReferences": selCommandBufferUnretained})
@@ -484,6 +488,54 @@ func TestBindingsCountSent(t *testing.T) {
 	for i := range 1024 {
 		if want := 2 * float32(i); got[i] != want { // y = 1·x + y, twice
 			t.Fatalf("y[%d] = %g, want %g", i, got[i], want)
+		}
+	}
+}
+
+// TestPipelineCache: the first Open with a cache directory stores an archive
+// of its pipelines, the second builds them from it, and a damaged archive is
+// rebuilt; the kernels compute the same either way.
+func TestPipelineCache(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(CacheDirEnv, dir)
+	for _, tc := range []struct {
+		name   string
+		damage bool
+		hit    bool
+	}{{"miss", false, false}, {"hit", false, true}, {"damaged", true, false}, {"rebuilt", false, true}} {
+		if tc.damage {
+			files, _ := filepath.Glob(filepath.Join(dir, "metal-*.archive"))
+			if len(files) != 1 {
+				t.Fatalf("%s: archives %v, want one", tc.name, files)
+			}
+			os.WriteFile(files[0], []byte("not an archive"), 0o644)
+		}
+		d := open(t).(*device)
+		if !d.cacheSupported() {
+			t.Skip("no MTLBinaryArchive (macOS < 11)")
+		}
+		if d.arch.loaded != tc.hit {
+			t.Errorf("%s: loaded from the cache %v, want %v", tc.name, d.arch.loaded, tc.hit)
+		}
+		x, y := newBuffer(t, d, 4*256), newBuffer(t, d, 4*256)
+		floats(x)[7] = 3
+		cb, err := d.CommandBuffer()
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := cb.Encoder()
+		e.SetPipeline(pipelineOf(t, d, "axpy_f32"))
+		e.SetBytes(0, axpyArgs(256, 2))
+		e.SetBuffer(1, x, 0)
+		e.SetBuffer(2, y, 0)
+		e.Dispatch(Size{W: 1, H: 1, D: 1}, Size{W: 256, H: 1, D: 1})
+		e.End()
+		cb.Commit()
+		if err := cb.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		if floats(y)[7] != 6 {
+			t.Errorf("%s: y[7] = %v, want 6", tc.name, floats(y)[7])
 		}
 	}
 }

@@ -149,6 +149,20 @@ var (
 	selSupportsFamily               = objc.RegisterName("supportsFamily:")
 )
 
+// Pipeline cache selectors (cache_darwin.go): NSURL, NSArray,
+// MTLBinaryArchive(Descriptor), MTLComputePipelineDescriptor.
+var (
+	selFileURLWithPath                  = objc.RegisterName("fileURLWithPath:")
+	selArrayWithObject                  = objc.RegisterName("arrayWithObject:")
+	selSetURL                           = objc.RegisterName("setUrl:")
+	selNewBinaryArchiveWithDescriptor   = objc.RegisterName("newBinaryArchiveWithDescriptor:error:")
+	selAddComputePipelineFunctions      = objc.RegisterName("addComputePipelineFunctionsWithDescriptor:error:")
+	selSerializeToURL                   = objc.RegisterName("serializeToURL:error:")
+	selSetComputeFunction               = objc.RegisterName("setComputeFunction:")
+	selSetBinaryArchives                = objc.RegisterName("setBinaryArchives:")
+	selNewPipelineWithDescriptorOptions = objc.RegisterName("newComputePipelineStateWithDescriptor:options:reflection:error:")
+)
+
 // MTLLibrary selectors.
 var (
 	selNewFunctionWithName = objc.RegisterName("newFunctionWithName:")
@@ -222,6 +236,13 @@ var (
 	msgSetBool func(self objc.ID, cmd objc.SEL, v bool)
 	msgSetInt  func(self objc.ID, cmd objc.SEL, v int)
 	msgSetUint func(self objc.ID, cmd objc.SEL, v uint)
+	msgSetID   func(self objc.ID, cmd objc.SEL, v objc.ID)
+
+	// - (BOOL)m:(id)error:(NSError **): addComputePipelineFunctionsWithDescriptor:error:, serializeToURL:error:
+	msgBoolIDErr func(self objc.ID, cmd objc.SEL, a objc.ID, err *objc.ID) bool
+	// - (id<MTLComputePipelineState>)newComputePipelineStateWithDescriptor:(MTLComputePipelineDescriptor *)
+	//   options:(MTLPipelineOption)reflection:(MTLAutoreleasedComputePipelineReflection *)error:(NSError **)
+	msgNewPipelineDesc func(self objc.ID, cmd objc.SEL, desc objc.ID, opts uint, reflection uintptr, err *objc.ID) objc.ID
 
 	// - (instancetype)initWithBytes:(const void *)length:(NSUInteger)encoding:(NSStringEncoding)
 	msgInitWithBytes func(self objc.ID, cmd objc.SEL, p unsafe.Pointer, n, enc uint) objc.ID
@@ -256,6 +277,11 @@ var (
 	classNSString                   objc.ID
 	classMTLCompileOptions          objc.ID
 	classMTLCommandBufferDescriptor objc.ID // 0 before macOS 11
+
+	classNSURL                        objc.ID
+	classNSArray                      objc.ID
+	classMTLBinaryArchiveDescriptor   objc.ID // 0 before macOS 11
+	classMTLComputePipelineDescriptor objc.ID
 )
 
 // keyEncoderInfo is the NSString MTLCommandBufferEncoderInfoErrorKey (the
@@ -319,7 +345,8 @@ func doLoad() error {
 	}
 	for _, fptr := range []any{
 		&msgID, &msgVoid, &msgUint, &msgInt, &msgBool, &msgDouble, &msgPointer, &msgCString,
-		&msgRespond, &msgBoolInt, &msgIDUint, &msgIDID, &msgSetBool, &msgSetInt, &msgSetUint,
+		&msgRespond, &msgBoolInt, &msgIDUint, &msgIDID, &msgSetBool, &msgSetInt, &msgSetUint, &msgSetID,
+		&msgBoolIDErr, &msgNewPipelineDesc,
 		&msgInitWithBytes, &msgNewLibrary, &msgNewPipeline, &msgNewBuffer, &msgNewBufferNoCopy,
 		&msgDispatch,
 	} {
@@ -328,6 +355,10 @@ func doLoad() error {
 	classNSString = objc.ID(objc.GetClass("NSString"))
 	classMTLCompileOptions = objc.ID(objc.GetClass("MTLCompileOptions"))
 	classMTLCommandBufferDescriptor = objc.ID(objc.GetClass("MTLCommandBufferDescriptor"))
+	classNSURL = objc.ID(objc.GetClass("NSURL"))
+	classNSArray = objc.ID(objc.GetClass("NSArray"))
+	classMTLBinaryArchiveDescriptor = objc.ID(objc.GetClass("MTLBinaryArchiveDescriptor"))
+	classMTLComputePipelineDescriptor = objc.ID(objc.GetClass("MTLComputePipelineDescriptor"))
 	if p, err := purego.Dlsym(libmetal, "MTLCommandBufferEncoderInfoErrorKey"); err == nil && p != 0 {
 		keyEncoderInfo = **(**objc.ID)(unsafe.Pointer(&p)) // the symbol is an NSString * variable
 	}
