@@ -62,6 +62,7 @@ func (s *Server) runChoice(ctx context.Context, rq *request, sl slot, seq *seque
 	})
 	co.cached = res.cached
 	s.metrics.prefill(len(seq.prompt)-res.cached, res.cached)
+	s.metrics.speculation(res.drafted, res.accepted)
 	if werr != nil {
 		return co, werr
 	}

@@ -92,6 +92,8 @@ type alt struct {
 type seqResult struct {
 	stop   model.Stop
 	cached int // prompt tokens whose keys and values came from the session's cache
+
+	drafted, accepted int // speculative decoding: tokens drafted, and accepted by the model
 }
 
 // pool is a scheduler of sessions: each slot is a session of its own, taken
@@ -113,6 +115,10 @@ type pool struct {
 
 	maxQueue int
 	noReuse  bool // empty each cache on release: every request is prefilled from nothing
+	// spec, when set, decodes the requests it keeps unchanged
+	// speculatively (see poolSlot.speculate); with a draft model, each
+	// slot has a session of it (poolSlot.draft).
+	spec     *model.Speculation
 	running  atomic.Int64
 	kvUsed   atomic.Int64
 	kvTotal  int64
@@ -130,6 +136,7 @@ type waiter struct {
 type poolSlot struct {
 	p        *pool
 	s        *ingot.Session
+	draft    *ingot.Session // this slot's session of the draft model (pool.spec with a draft)
 	used     int64          // tokens this slot added to p.kvUsed
 	adapter  *ingot.Adapter // the adapter the cache was computed with
 	lastUsed uint64         // p.clock when last released
@@ -263,6 +270,9 @@ func (p *pool) close() error {
 		close(p.done)
 		for _, sl := range p.all {
 			err = errors.Join(err, sl.s.Close())
+			if sl.draft != nil {
+				err = errors.Join(err, sl.draft.Close())
+			}
 		}
 	})
 	return err
@@ -305,17 +315,42 @@ func (sl *poolSlot) run(ctx context.Context, seq *sequence, emit func(step) bool
 	if !seq.scorePrompt && !seq.opts.Logprobs && seq.grammar == nil {
 		// The session's own loop: device argmax, top-k and pipelining
 		// apply, and it reuses the cached prefix it shares with the prompt.
-		r, err := raw.Generate(ctx, seq.prompt, seq.opts, func(t model.Token) bool {
+		emitTok := func(t model.Token) bool {
 			sl.grow(1)
 			return emit(step{id: t.ID})
-		})
-		res := seqResult{stop: r.Stop}
+		}
+		var r *model.Result
+		var err error
+		if sp, ok := sl.speculate(seq); ok {
+			r, err = raw.GenerateSpeculative(ctx, seq.prompt, seq.opts, sp, emitTok)
+		} else {
+			r, err = raw.Generate(ctx, seq.prompt, seq.opts, emitTok)
+		}
+		res := seqResult{stop: r.Stop, drafted: r.Drafted, accepted: r.Accepted}
 		if r.PromptEval > 0 {
 			res.cached = r.PromptTokens - r.PromptEval
 		}
 		return res, err
 	}
 	return sl.runLogits(ctx, raw, seq, emit)
+}
+
+// speculate returns how to decode seq speculatively, and whether to: only
+// where it changes nothing a client can tell. Greedy output is plain greedy
+// output (up to exact ties) and unseeded sampling keeps its distribution
+// (model.Session.GenerateSpeculative's rejection sampling), but a seeded
+// request decodes plainly: its draws would differ from a plain run's (and
+// from the same request with logprobs, which samples on the host).
+func (sl *poolSlot) speculate(seq *sequence) (model.Speculation, bool) {
+	sp := sl.p.spec
+	if sp == nil || seq.opts.Temperature > 0 && seq.opts.Seed != 0 {
+		return model.Speculation{}, false
+	}
+	out := *sp
+	if sl.draft != nil {
+		out.Draft = sl.draft.Raw()
+	}
+	return out, true
 }
 
 // runLogits generates on the host from each step's logits, as

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/ingot-llm/ingot"
+	"github.com/ingot-llm/ingot/model"
 	"github.com/ingot-llm/ingot/server/constrain"
 	"github.com/ingot-llm/ingot/tokenize"
 )
@@ -58,6 +59,17 @@ type Config struct {
 	// (of any client) shared its prefix.
 	NoPrefixCache bool
 
+	// Speculative decoding, for the requests it leaves unchanged: greedy
+	// ones (the same output, up to exact ties) and unseeded sampling (the
+	// same distribution); seeded, logprobs, constrained and echo requests
+	// decode plainly. Lookup > 0 drafts up to Lookup tokens a round by
+	// prompt lookup; DraftDir drafts with that model (the same tokenizer;
+	// loaded with LoadOptions, a session of it per session), DraftTokens
+	// a round (0: 4). Not both.
+	Lookup      int
+	DraftDir    string
+	DraftTokens int
+
 	APIKey         string        // if set, requests need "Authorization: Bearer KEY" or "x-api-key: KEY"
 	MaxBodyBytes   int64         // request body limit (413 beyond); 0: 8 MiB
 	RequestTimeout time.Duration // a request's whole run; 0: 10 minutes
@@ -86,6 +98,12 @@ func (c *Config) applyDefaults() error {
 	}
 	if c.RequestTimeout < 0 || c.ShutdownGrace < 0 {
 		errs = append(errs, fmt.Errorf("server: request_timeout (%v) and shutdown_grace (%v) must be ≥ 0", c.RequestTimeout, c.ShutdownGrace))
+	}
+	if c.Lookup < 0 || c.DraftTokens < 0 {
+		errs = append(errs, fmt.Errorf("server: lookup (%d) and draft_tokens (%d) must be ≥ 0", c.Lookup, c.DraftTokens))
+	}
+	if c.Lookup > 0 && c.DraftDir != "" {
+		errs = append(errs, errors.New("server: speculative decoding by lookup or by a draft model, not both"))
 	}
 	if c.Parallel == 0 {
 		c.Parallel = 4
@@ -162,6 +180,7 @@ type loaded struct {
 	toolFormat toolFormat
 	name       string                    // the base model's id (Config.ModelName)
 	adapters   map[string]*ingot.Adapter // by name (Config.Adapters)
+	draft      *ingot.Model              // Config.DraftDir's model; nil without
 }
 
 // vocab returns the model's vocabulary for constrained decoding.
@@ -237,11 +256,59 @@ func (s *Server) Load(ctx context.Context) error {
 		return fail(err)
 	}
 	p.noReuse = s.cfg.NoPrefixCache
+	if err := s.speculation(ctx, l, p); err != nil {
+		p.close()
+		return fail(err)
+	}
 	l.sched, l.ctxSize = p, p.all[0].contextSize()
 	l.created = time.Now().Unix()
 	s.ready.Store(l)
 	s.log.Info("server ready", "model", s.cfg.ModelName, "backend", l.model.Backend(), "sessions", s.cfg.Parallel,
 		"context", p.all[0].contextSize(), "max_queue", s.cfg.MaxQueue)
+	return nil
+}
+
+// speculation sets up Config.Lookup or Config.DraftDir on p.
+func (s *Server) speculation(ctx context.Context, l *loaded, p *pool) error {
+	switch {
+	case s.cfg.Lookup > 0:
+		p.spec = &model.Speculation{Tokens: s.cfg.Lookup}
+		return nil
+	case s.cfg.DraftDir == "":
+		return nil
+	}
+	o := s.cfg.LoadOptions
+	o.Fuse = ""
+	if o.Logger == nil {
+		o.Logger = s.log
+	}
+	dm, err := ingot.Load(ctx, s.cfg.DraftDir, o)
+	if err != nil {
+		return fmt.Errorf("server: draft model: %w", err)
+	}
+	p.spec = &model.Speculation{Tokens: s.cfg.DraftTokens}
+	for _, sl := range p.all {
+		if sl.draft, err = dm.NewSession(ingot.SessionOptions{Context: sl.contextSize(), KV: s.cfg.Session.KV}); err != nil {
+			break
+		}
+		sp := *p.spec
+		sp.Draft = sl.draft.Raw()
+		if err = sp.Validate(sl.s.Raw()); err != nil {
+			break
+		}
+	}
+	if err != nil {
+		for _, sl := range p.all {
+			if sl.draft != nil {
+				sl.draft.Close()
+				sl.draft = nil
+			}
+		}
+		dm.Close()
+		return fmt.Errorf("server: draft model %s: %w", s.cfg.DraftDir, err)
+	}
+	l.draft = dm
+	s.log.Info("draft model loaded", "dir", s.cfg.DraftDir, "backend", dm.Backend(), "tokens", p.spec.Tokens)
 	return nil
 }
 
@@ -254,6 +321,9 @@ func (s *Server) Close() error {
 		return nil
 	}
 	err := l.sched.close()
+	if l.draft != nil {
+		err = errors.Join(err, l.draft.Close())
+	}
 	if l.ownM {
 		err = errors.Join(err, l.model.Close())
 	}

@@ -19,6 +19,7 @@ import (
 const serveUsage = `usage: run serve [-model DIR] [-addr 127.0.0.1:8080] [-parallel N] [-ctx N] [-kv f16|f32]
                  [-api-key KEY] [-max-queue Q] [-timeout D] [-backend B] [-threads N]
                  [-adapter NAME=DIR]... [-prefix-cache=false]
+                 [-lookup N | -draft DIR [-draft-max N]]
 
 Serves the model over HTTP with OpenAI's API (/v1/chat/completions,
 /v1/completions, /v1/responses, /v1/embeddings, /v1/models) and Anthropic's
@@ -48,6 +49,9 @@ func runServe(args []string, stderr io.Writer, intr <-chan os.Signal) int {
 	threads := fs.Int("threads", 0, fmt.Sprintf("CPU threads, at most %d here (0: all cores)", runtime.NumCPU()))
 	verbose := fs.Bool("v", false, "log every request (default: warnings and lifecycle only)")
 	prefixCache := fs.Bool("prefix-cache", true, "keep each session's cache after its request, so that the next request sharing its prefix prefills only the rest (false: every request from an empty cache)")
+	lookup := fs.Int("lookup", 0, "speculative decoding by prompt lookup: draft up to N tokens a round (0: off); for greedy and unseeded sampling requests, whose output it leaves unchanged")
+	draft := fs.String("draft", "", "speculative decoding with this draft model `directory` (the same tokenizer; e.g. a q4 copy or a smaller model of the family)")
+	draftMax := fs.Int("draft-max", 0, "tokens -draft drafts a round (0: 4)")
 	var adapters multiFlag
 	fs.Var(&adapters, "adapter", "serve a LoRA adapter as `NAME=DIR` (repeatable): requests with \"model\": NAME run with it")
 	usage := func() {
@@ -83,6 +87,13 @@ func runServe(args []string, stderr io.Writer, intr <-chan os.Signal) int {
 		return bad("timeout", "a duration > 0")
 	case *grace < 0:
 		return bad("grace", "a duration ≥ 0")
+	case *lookup < 0:
+		return bad("lookup", "≥ 0 (0: off)")
+	case *draftMax < 0:
+		return bad("draft-max", "≥ 0 (0: 4)")
+	case *lookup > 0 && *draft != "":
+		fmt.Fprintln(stderr, "run serve: pass -draft or -lookup, not both")
+		return exitUsage
 	case *threads < 0 || *threads > runtime.NumCPU():
 		return bad("threads", fmt.Sprintf("in [0, %d] (0: all cores)", runtime.NumCPU()))
 	}
@@ -119,7 +130,7 @@ func runServe(args []string, stderr io.Writer, intr <-chan os.Signal) int {
 		ModelDir: *modelDir, LoadOptions: ingot.Options{Backend: *backend, Threads: *threads},
 		Parallel: *parallel, Session: ingot.SessionOptions{Context: *ctxLen, KV: *kv}, MaxQueue: q,
 		APIKey: *apiKey, RequestTimeout: *timeout, ShutdownGrace: max(*grace, time.Nanosecond), Logger: log,
-		Adapters: ads, NoPrefixCache: !*prefixCache,
+		Adapters: ads, NoPrefixCache: !*prefixCache, Lookup: *lookup, DraftDir: *draft, DraftTokens: *draftMax,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "run serve:", err)

@@ -24,6 +24,9 @@ func TestServeFlags(t *testing.T) {
 		{[]string{"-backend", "tpu"}, "-backend"},
 		{[]string{"-threads", "-1"}, "-threads"},
 		{[]string{"-addr", "nocolon"}, "-addr"},
+		{[]string{"-lookup", "-1"}, "-lookup"},
+		{[]string{"-draft-max", "-2"}, "-draft-max"},
+		{[]string{"-lookup", "2", "-draft", "x"}, "-draft or -lookup"},
 		{[]string{"-bogus"}, "-bogus"},
 		{[]string{"extra"}, "extra"},
 	} {
