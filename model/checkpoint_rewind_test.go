@@ -107,7 +107,8 @@ func TestCheckpointRewind(t *testing.T) {
 
 // TestCheckpointSlots follows the policy of which checkpoints stay: the
 // pinned prompt end and the newest always; else a call's before a periodic
-// one, the older first; a cut drops those past it.
+// one, the older first, so the newest periodic one stays too; a cut drops
+// those past it.
 func TestCheckpointSlots(t *testing.T) {
 	dir, _ := readRef(t, "qwen3_5")
 	s := open(t, dir, Options{Threads: 1}, SessionOptions{Context: 64})
@@ -152,6 +153,18 @@ func TestCheckpointSlots(t *testing.T) {
 	for n, want := range map[int]int{45: 40, 40: 40, 39: 32, 31: 0, 0: 0} {
 		if p := c.resume(n); p != want {
 			t.Errorf("resume(%d) = %d, want %d", n, p, want)
+		}
+	}
+	// A prompt's end, then speculative rounds' starts: the newest periodic
+	// copy (40) stays through them.
+	for _, st := range []struct {
+		pos  int
+		want []int
+	}{{41, []int{32, 40, 41}}, {42, []int{32, 40, 41, 42}}, {43, []int{40, 41, 42, 43}}, {44, []int{40, 41, 43, 44}}, {45, []int{40, 41, 44, 45}}} {
+		c.len = st.pos
+		c.save(b, st.pos, st.pos == 41, false)
+		if got := kept(); !slices.Equal(got, st.want) {
+			t.Fatalf("after a call's copy at %d: %v, want %v", st.pos, got, st.want)
 		}
 	}
 }
