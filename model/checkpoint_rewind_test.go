@@ -350,3 +350,30 @@ func TestCheckpointForwardEach(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckpointDecodeAllocs: the periodic copies taken during decode steps
+// (every 2 tokens here) add no heap allocation to a step.
+func TestCheckpointDecodeAllocs(t *testing.T) {
+	dir, ref := readRef(t, "qwen3_5")
+	s := open(t, dir, Options{Threads: 2, Backend: cpuBackend(t)}, SessionOptions{Context: 256})
+	if _, err := s.Forward(context.Background(), ref.InputIDs); err != nil {
+		t.Fatal(err)
+	}
+	s.tokens = slices.Grow(s.tokens, 256)
+	step := func() {
+		if _, err := s.step(ref.InputIDs[3]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.cache.ck.every = 1 << 30
+	without := testing.AllocsPerRun(40, step)
+	s.cache.ck.every = 2
+	saves := s.cache.ck.saves
+	with := testing.AllocsPerRun(40, step)
+	if with != without {
+		t.Errorf("a decode step allocates %.1f times with a copy every 2 steps, %.1f without", with, without)
+	}
+	if n := s.cache.ck.saves - saves; n < 20 {
+		t.Errorf("%d periodic copies in 41 steps, want ≥ 20", n)
+	}
+}
