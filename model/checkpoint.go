@@ -263,6 +263,7 @@ func (s *Session) rewind() ([]int32, error) {
 	ck := s.cache.ck
 	ck.replayed += len(kept)
 	ck.longest = max(ck.longest, len(kept))
+	s.m.log.Debug("linear-attention state restored", "checkpoint", p, "replay", len(kept))
 	return kept, nil
 }
 
