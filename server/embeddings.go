@@ -51,7 +51,7 @@ type embeddingList struct {
 	Usage  embeddingUsage `json:"usage"`
 }
 
-// An embedder computes embeddings on a slot (the pool's do).
+// An embedder is a slot that computes embeddings (a pool's slots are).
 type embedder interface {
 	// embed returns each input's pooled final-norm state (D), L2-normalized.
 	embed(ctx context.Context, inputs [][]int32, mean bool, adapter *ingot.Adapter) ([][]float32, error)
@@ -69,10 +69,10 @@ func parseInputs(raw json.RawMessage, tok *tokenize.Tokenizer, vocab, ctxSize in
 	case isNull(raw):
 		return nil, badRequest("input", "is required")
 	case json.Unmarshal(raw, &one) == nil:
-		out = [][]int32{tok.Encode(one, true)}
 		if one == "" {
 			return nil, badRequest("input", "must not be empty")
 		}
+		out = [][]int32{tok.Encode(one, true)}
 	case json.Unmarshal(raw, &strs) == nil && len(strs) > 0:
 		for i, s := range strs {
 			if s == "" {
