@@ -10,12 +10,12 @@ import (
 	"github.com/ingot-llm/ingot/tokenize"
 )
 
-// TestPrefixCache: on two sessions, a request that shares a long prefix (a
-// system prompt) with an earlier one takes that one's session and reuses its
-// cache, even after an unrelated request ran in between (which took the
-// other, least recently used, session): usage reports cached_tokens of at
-// least the shared prefix, /metrics counts them, and the output is a cold
-// run's.
+// TestPrefixCache: on two sessions, a chat's next turn reuses the first
+// turn's cache, and a request that shares a long prefix (a system prompt)
+// with an earlier one takes that one's session and reuses its cache, even
+// after an unrelated request ran in between (which took the other, least
+// recently used, session): usage reports cached_tokens of at least the
+// shared prefix, /metrics counts them, and the output is a cold run's.
 func TestPrefixCache(t *testing.T) {
 	system := "You write Python. " + strings.Repeat("Keep functions short, name them well and add type hints. ", 8)
 	chat := func(user string) string {
@@ -45,9 +45,19 @@ func TestPrefixCache(t *testing.T) {
 		}
 		return decode[chatCompletion](t, out)
 	}
-	if c := run(ts.URL, a).Usage.PromptTokensDetails.CachedTokens; c != 0 {
+	first := run(ts.URL, a)
+	if c := first.Usage.PromptTokensDetails.CachedTokens; c != 0 {
 		t.Errorf("the first request: cached_tokens %d, want 0", c)
 	}
+	// The chat's next turn reuses the whole first turn (but where the
+	// reply's first token merges with the text before it).
+	turn2 := fmt.Sprintf(`{"messages":[{"role":"system","content":%s},{"role":"user","content":"def mean(xs):"},{"role":"assistant","content":%s},{"role":"user","content":"and the median?"}],"max_tokens":8,"temperature":0}`,
+		quote(system), quote(first.Choices[0].Message.Content))
+	u, n := run(ts.URL, turn2).Usage, len(ids("def mean(xs):"))
+	if c := u.PromptTokensDetails.CachedTokens; c < n-1 {
+		t.Errorf("the next turn: cached_tokens %d, want ≥ %d (the first turn's prompt)", c, n-1)
+	}
+	t.Logf("the next turn: %d of %d prompt tokens cached (the first turn's prompt: %d)", u.PromptTokensDetails.CachedTokens, u.PromptTokens, n)
 	if c := run(ts.URL, other).Usage.PromptTokensDetails.CachedTokens; c != 0 {
 		t.Errorf("an unrelated request: cached_tokens %d, want 0", c)
 	}
