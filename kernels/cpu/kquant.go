@@ -205,6 +205,9 @@ func dotKQuant(t KType, r []byte, x []float32) float32 {
 			sum += dotQ8_0((*[34]byte)(r[j*34:]), (*[32]float32)(x[j*32:]))
 		}
 	case KQ4_0:
+		if kqAVX2 {
+			return dotQ4_0Asm(r, x)
+		}
 		for j := range len(x) / 32 {
 			sum += dotQ4_0((*[18]byte)(r[j*18:]), (*[32]float32)(x[j*32:]))
 		}
@@ -219,7 +222,12 @@ func dotKQuant(t KType, r []byte, x []float32) float32 {
 		}
 	case KQ5K:
 		for j := range len(x) / 256 {
-			sum += dotQ5K((*[176]byte)(r[j*176:]), (*[256]float32)(x[j*256:]))
+			b, xb := (*[176]byte)(r[j*176:]), (*[256]float32)(x[j*256:])
+			if kqAVX2 {
+				sum += dotQ5KAsm(b, xb)
+			} else {
+				sum += dotQ5K(b, xb)
+			}
 		}
 	case KQ6K:
 		for j := range len(x) / 256 {

@@ -4,9 +4,9 @@ package cpu
 
 import "github.com/klauspost/cpuid/v2"
 
-// The AVX2 dot products of kquant_amd64.s: one q4_k or q6_k block each, the
+// The AVX2 dot products of kquant_amd64.s: one q4_k, q5_k or q6_k block each, the
 // block's scales formed here in float32 exactly as dotQ4K and dotQ6K form
-// them; a row of q8_0 blocks (d widened by VCVTPH2PS, exact).
+// them; a row of q8_0 or q4_0 blocks (d widened by VCVTPH2PS, exact).
 
 //go:noescape
 func dotQ4KAVX2(qs *byte, ac *[16]float32, x *float32) float32
@@ -16,6 +16,12 @@ func dotQ6KAVX2(b *byte, a *[16]float32, x *float32) float32
 
 //go:noescape
 func dotQ8_0AVX2(b *byte, x *float32, nb int) float32
+
+//go:noescape
+func dotQ5KAVX2(b *byte, ac *[16]float32, x *float32) float32
+
+//go:noescape
+func dotQ4_0AVX2(b *byte, x *float32, nb int) float32
 
 //go:noescape
 func deqQ4KAVX2(qs *byte, ac *[16]float32, dst *float32)
@@ -29,7 +35,8 @@ func deqQ8_0AVX2(b *byte, dst *float32, nb int)
 // kqAVX2 is whether dotKQuant runs the AVX2 kernels (tests switch it).
 var kqAVX2 = cpuid.CPU.Supports(cpuid.AVX, cpuid.AVX2, cpuid.F16C)
 
-// q4kScales returns a q4_k block's d·sc (8) then dmin·m (8).
+// q4kScales returns a q4_k (or q5_k: the same first 16 bytes) block's d·sc
+// (8) then dmin·m (8).
 func q4kScales(b *[144]byte) (ac [16]float32) {
 	d := F16ToF32(uint16(b[0]) | uint16(b[1])<<8)
 	dmin := F16ToF32(uint16(b[2]) | uint16(b[3])<<8)
@@ -52,6 +59,21 @@ func q6kScales(b *[210]byte) (a [16]float32) {
 func dotQ4KAsm(b *[144]byte, x *[256]float32) float32 {
 	ac := q4kScales(b)
 	return dotQ4KAVX2(&b[16], &ac, &x[0])
+}
+
+func dotQ5KAsm(b *[176]byte, x *[256]float32) float32 {
+	ac := q4kScales((*[144]byte)(b[:144]))
+	return dotQ5KAVX2(&b[0], &ac, &x[0])
+}
+
+// dotQ4_0Asm returns the q4_0 blocks r · x (len(x) a multiple of 32).
+func dotQ4_0Asm(r []byte, x []float32) float32 {
+	nb := len(x) / 32
+	if nb == 0 {
+		return 0
+	}
+	_ = r[nb*18-1]
+	return dotQ4_0AVX2(&r[0], &x[0], nb)
 }
 
 func dotQ6KAsm(b *[210]byte, x *[256]float32) float32 {

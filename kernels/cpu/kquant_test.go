@@ -255,7 +255,7 @@ func TestDotKQuantAVX2(t *testing.T) {
 			x[i] = float32(r.NormFloat64() * math.Pow(2, float64(r.IntN(9)-4)))
 		}
 		xb := (*[256]float32)(x)
-		for _, kt := range []KType{KQ4K, KQ6K, KQ8_0} {
+		for _, kt := range []KType{KQ4K, KQ6K, KQ8_0, KQ5K, KQ4_0} {
 			w := randKQuant(kt, 1, 256, r.Uint64())
 			var got, want float32
 			row := make([]float32, 256)
@@ -270,8 +270,15 @@ func TestDotKQuantAVX2(t *testing.T) {
 				for j := range 8 {
 					want += dotQ8_0((*[34]byte)(w.B[34*j:]), (*[32]float32)(x[32*j:]))
 				}
+			case KQ4_0:
+				got = dotQ4_0Asm(w.B, x)
+				for j := range 8 {
+					want += dotQ4_0((*[18]byte)(w.B[18*j:]), (*[32]float32)(x[32*j:]))
+				}
 			case KQ4K:
 				got, want = dotQ4KAsm((*[144]byte)(w.B), xb), dotQ4K((*[144]byte)(w.B), xb)
+			case KQ5K:
+				got, want = dotQ5KAsm((*[176]byte)(w.B), xb), dotQ5K((*[176]byte)(w.B), xb)
 			default:
 				got, want = dotQ6KAsm((*[210]byte)(w.B), xb), dotQ6K((*[210]byte)(w.B), xb)
 			}
