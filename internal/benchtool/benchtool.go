@@ -99,7 +99,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	dir := fs.String("model", "", "model directory (default: a synthetic model, see -shape)")
 	shape := fs.String("shape", "llama-3.2-1b", "synthetic model shape: "+strings.Join(model.ShapeNames(), ", "))
-	dtype := fs.String("dtype", "q4", "weights: q4, q8, bf16, f16 or f32 (with -model: quantize on load to q4/q8, else as stored)")
+	dtype := fs.String("dtype", "", "weights: q4, q8, bf16, f16 or f32 (default: q4 for a synthetic model; with -model: as stored, or q4/q8 quantizes on load)")
 	tests := fs.String("test", "pp512,tg128", "comma-separated tests: ppN (prefill N tokens), tgN (decode N tokens), either with @dM after a context of M tokens (tg128@d1024); kernels: mv (mat-vecs), mvc (mat-vecs with the weights in cache), mvf (q/k/v and gate/up mat-vecs, one call each), mmN (mat-mats at L=N), norm, rope, attnN (decode attention over N positions)")
 	threads := fs.Int("threads", 0, "CPU threads (0: all physical cores)")
 	reps := fs.Int("reps", 3, "repetitions per test")
@@ -137,6 +137,10 @@ func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int
 	if threads <= 0 {
 		threads = kernels.DefaultThreads()
 	}
+	asStored := dir != "" && dtype == ""
+	if dtype == "" {
+		dtype = "q4"
+	}
 	dt, err := parseDType(dtype)
 	if err != nil {
 		return err
@@ -170,7 +174,7 @@ func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int
 	progress(stderr, "loading %s", nameOf(dir, shape))
 	var m *model.Model
 	if dir != "" {
-		if dt.Quantized() {
+		if dt.Quantized() && !asStored {
 			o.Quant = dt.Bits()
 		}
 		m, err = model.Load(ctx, dir, o)
@@ -185,7 +189,12 @@ func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int
 	if err != nil {
 		return err
 	}
-	if dir != "" && !dt.Quantized() {
+	switch {
+	case m.GGUFTypes != "" && (asStored || !dt.Quantized()):
+		dtype = m.GGUFTypes // "Q4_K×129 Q6_K×33 F32×65"
+	case m.GGUFTypes != "": // only float matrices are quantized on load
+		dtype += " on load; " + m.GGUFTypes
+	case dir != "" && (asStored || !dt.Quantized()):
 		dtype = m.Config.DType + m.Config.TorchDType // as stored
 	}
 	// The probe reads host memory: it bounds the CPU backend's decode, not a

@@ -138,3 +138,30 @@ func TestKernelRows(t *testing.T) {
 		t.Errorf("rows per test %v", count)
 	}
 }
+
+// TestGGUFAsStored benches GGUF files as they store their weights (no
+// -dtype): the row names the file's type mix and reads its bytes; -dtype q8
+// quantizes only the float matrices on load, and says so.
+func TestGGUFAsStored(t *testing.T) {
+	const dir = "../../../shared/testdata/gguf/"
+	row := func(file string, args ...string) Result {
+		t.Helper()
+		var out, errb bytes.Buffer
+		args = append([]string{"-model", dir + file, "-test", "tg2", "-reps", "1", "-threads", "2", "-json"}, args...)
+		if code := Main(context.Background(), args, &out, &errb); code != 0 {
+			t.Fatalf("exit %d: %s", code, errb.String())
+		}
+		var rs []Result
+		if err := json.Unmarshal(out.Bytes(), &rs); err != nil || len(rs) != 1 {
+			t.Fatalf("%v: %s", err, out.String())
+		}
+		return rs[0]
+	}
+	if r := row("llama-Q4_K_M/model.gguf"); !strings.Contains(r.DType, "Q4_K") || !strings.Contains(r.DType, "Q6_K") {
+		t.Errorf("Q4_K_M: dtype %q, want the file's type mix", r.DType)
+	}
+	f16, q8 := row("llama-F16/model.gguf"), row("llama-F16/model.gguf", "-dtype", "q8")
+	if !strings.Contains(f16.DType, "F16") || !strings.HasPrefix(q8.DType, "q8 on load; ") || q8.WeightBytes >= f16.WeightBytes {
+		t.Errorf("F16 file: as stored %q (%d weight bytes), -dtype q8 %q (%d)", f16.DType, f16.WeightBytes, q8.DType, q8.WeightBytes)
+	}
+}
