@@ -43,6 +43,7 @@ func hostQuant16(dt DType, N, K, G int, seed uint64, sdt DType) (w16, w32 *Tenso
 // kernel names and that Stats.WeightBytes counts 2-byte scales and biases.
 func TestMetalAffineScales(t *testing.T) {
 	m := testMetal(t)
+	m.shape = shapeApple // the Apple-shaped kernels, also on a cuda device (INGOT_TEST_BACKEND)
 	defer func() { m.noV16 = false }()
 	type kase struct {
 		L, N, K, G int
