@@ -89,8 +89,13 @@ func (c *Context) Attach() error {
 	return nil
 }
 
-// Detach unlocks the goroutine that called Open or Attach from its thread.
+// Detach unlocks the goroutine that called Open or Attach from its thread,
+// which it first leaves with no current context: the thread goes back to the
+// Go scheduler, and another goroutine landing on it must not find c there.
 func (c *Context) Detach() {
+	if c.tid != 0 && gettid() == c.tid {
+		call(c.d.cuCtxSetCurrent, 0)
+	}
 	c.tid = 0
 	runtime.UnlockOSThread()
 }
