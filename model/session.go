@@ -347,17 +347,10 @@ func (s *Session) Generate(ctx context.Context, prompt []int32, o GenerateOption
 		return r, err
 	}
 	defer s.exit()
-	if len(prompt) == 0 {
-		return r, errors.New("model: empty prompt")
+	n, err := s.reusePrefix(prompt)
+	if err != nil {
+		return r, err
 	}
-	if len(prompt) >= s.cache.maxSeq {
-		return r, fmt.Errorf("%w: a prompt of %d tokens leaves no room in the context window of %d tokens", ErrContextFull, len(prompt), s.cache.maxSeq)
-	}
-	n := 0
-	for n < len(s.tokens) && n < len(prompt)-1 && s.tokens[n] == prompt[n] {
-		n++
-	}
-	s.Truncate(n)
 	r.PromptEval = len(prompt) - n
 	t0 := time.Now()
 	logits, err := s.forward(ctx, prompt[n:])
@@ -503,4 +496,22 @@ func (s *Session) dropAhead(p kernels.Pipeliner) error {
 	_, err := p.NextToken()
 	s.cache.truncate(len(s.tokens))
 	return err
+}
+
+// reusePrefix checks a generation's prompt and keeps the longest cached
+// prefix of it that leaves at least its last token to run (Truncate), which
+// it returns the length of.
+func (s *Session) reusePrefix(prompt []int32) (int, error) {
+	if len(prompt) == 0 {
+		return 0, errors.New("model: empty prompt")
+	}
+	if len(prompt) >= s.cache.maxSeq {
+		return 0, fmt.Errorf("%w: a prompt of %d tokens leaves no room in the context window of %d tokens", ErrContextFull, len(prompt), s.cache.maxSeq)
+	}
+	n := 0
+	for n < len(s.tokens) && n < len(prompt)-1 && s.tokens[n] == prompt[n] {
+		n++
+	}
+	s.Truncate(n)
+	return n, nil
 }

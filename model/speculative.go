@@ -70,17 +70,10 @@ func (s *Session) GenerateSpeculative(ctx context.Context, prompt []int32, o Gen
 		}
 		defer d.exit()
 	}
-	if len(prompt) == 0 {
-		return r, errors.New("model: empty prompt")
+	n, err := s.reusePrefix(prompt)
+	if err != nil {
+		return r, err
 	}
-	if len(prompt) >= s.cache.maxSeq {
-		return r, fmt.Errorf("%w: a prompt of %d tokens leaves no room in the context window of %d tokens", ErrContextFull, len(prompt), s.cache.maxSeq)
-	}
-	n := 0
-	for n < len(s.tokens) && n < len(prompt)-1 && s.tokens[n] == prompt[n] {
-		n++
-	}
-	s.Truncate(n)
 	r.PromptEval = len(prompt) - n
 	t0 := time.Now()
 	logits, err := s.forward(ctx, prompt[n:])

@@ -3,7 +3,6 @@ package cpu
 import (
 	"encoding/binary"
 	"fmt"
-	"sync"
 )
 
 // KType is a GGUF (ggml) block type the CPU kernels run as stored.
@@ -369,90 +368,10 @@ func dotQ6K(b *[210]byte, x *[256]float32) float32 {
 }
 
 // MatMulKQuant computes dst (L, N) = x (L, K) · wᵀ, split over the pool's
-// threads. Below kqDeqMinL tokens each output is a dot product against the
-// blocks (dotKQuant); from kqDeqMinL on, each thread dequantizes a block of
-// rows to f32 (as Row: the same values) and runs the f32 kernels on it, so a
-// dequantized weight serves every token. Like MatMul, calls on one Pool must
-// not overlap.
+// threads (see matMulBlocks). Like MatMul, calls on one Pool must not overlap.
 func (p *Pool) MatMulKQuant(dst, x []float32, L int, w *KQuant) {
-	if len(dst) != L*w.N || len(x) != L*w.K {
-		panic(fmt.Sprintf("cpu: MatMulKQuant: dst %d, x %d for L=%d N=%d K=%d", len(dst), len(x), L, w.N, w.K))
-	}
-	if L == 0 || w.N == 0 {
-		return
-	}
-	t := kqTasks.Get().(*kqTask)
-	*t = kqTask{dst: dst, x: x, L: L, w: w, p: p}
-	if L == 1 {
-		p.RunChunks(w.N, p.vecChunk(w.N), 4, t)
-	} else {
-		p.Run(w.N, 16, t)
-	}
-	*t = kqTask{} // drop references to the caller's slices
-	kqTasks.Put(t)
+	p.matMulBlocks("MatMulKQuant", dst, x, L, w)
 }
 
-// kqTasks holds MatMulKQuant's tasks, so a call allocates nothing.
-var kqTasks = sync.Pool{New: func() any { return new(kqTask) }}
-
-// kqDeqMinL is the fewest tokens for which MatMulKQuant dequantizes row
-// blocks.
-var kqDeqMinL = 4
-
-// kqTask is one MatMulKQuant call.
-type kqTask struct {
-	dst, x []float32
-	L      int
-	w      *KQuant
-	p      *Pool
-}
-
-// Do runs rows [n0, n1).
-func (t *kqTask) Do(n0, n1 int) {
-	w, N, K, L := t.w, t.w.N, t.w.K, t.L
-	if L < kqDeqMinL {
-		for n := n0; n < n1; n++ {
-			r := w.row(n)
-			for l := range L {
-				t.dst[l*N+n] = dotKQuant(w.Type, r, t.x[l*K:(l+1)*K])
-			}
-		}
-		return
-	}
-	k := &kern
-	db := <-t.p.deq
-	defer func() { t.p.deq <- db }()
-	tile, tn, tl := k.dTile, k.dTileN, k.dTileL
-	if tile == nil {
-		tile, tn, tl = k.fTile, k.fTileN, k.fTileL
-	}
-	if tile == nil || K%8 != 0 {
-		tn, tl = 1, L+1
-	}
-	rb := rowBlock(K*4, tn)
-	db.f = grow(db.f, min(rb, n1-n0)*K)
-	for nb := n0; nb < n1; nb += rb {
-		ne := min(nb+rb, n1)
-		for n := nb; n < ne; n++ {
-			w.Row(db.f[(n-nb)*K:(n-nb+1)*K], n)
-		}
-		db.w = Weight{Format: FormatF32, N: ne - nb, K: K, F32: db.f[:(ne-nb)*K]}
-		fw := &db.w
-		nt := (ne - nb) / tn * tn // rows [0, nt) of the block in full tiles
-		l := 0
-		for ; l+tl <= L; l += tl {
-			for n := 0; n < nt; n += tn {
-				tile(t.dst[l*N+nb+n:], N, fw, n, t.x[l*K:])
-			}
-		}
-		for ; l < L; l++ {
-			k.fMatVec(t.dst[l*N+nb:l*N+nb+nt], fw, 0, t.x[l*K:(l+1)*K])
-		}
-		if nt < ne-nb {
-			for l := range L {
-				k.fMatVec(t.dst[l*N+nb+nt:l*N+ne], fw, nt, t.x[l*K:(l+1)*K])
-			}
-		}
-	}
-	db.w = Weight{}
-}
+func (w *KQuant) dims() (n, k int)               { return w.N, w.K }
+func (w *KQuant) dot(n int, x []float32) float32 { return dotKQuant(w.Type, w.row(n), x) }

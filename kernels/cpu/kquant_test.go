@@ -120,7 +120,7 @@ func testKQuantRowMatchesGGUF(t *testing.T) {
 }
 
 // TestMatMulKQuant checks MatMulKQuant against float64 dot products of the
-// dequantized rows for every type, on the dot path (L < kqDeqMinL: the
+// dequantized rows for every type, on the dot path (L < blockDeqMinL: the
 // portable dots and, where the CPU has them, the AVX2 ones) and the
 // dequantized row-block path, at block edges (one block, several, odd N) and
 // across row blocks of the prefill path.

@@ -83,7 +83,7 @@ func randMXFP4(n, k int, seed uint64) *MXFP4 {
 }
 
 // TestMatMulMXFP4 checks MatMulMXFP4 against float64 dot products of the
-// dequantized rows, on the dot path (L < mxDeqMinL) and the dequantized
+// dequantized rows, on the dot path (L < blockDeqMinL) and the dequantized
 // row-block path, at block edges and over a row block of the prefill path.
 func TestMatMulMXFP4(t *testing.T) {
 	p := NewPool(2)
