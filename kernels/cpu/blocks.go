@@ -66,13 +66,7 @@ func (t *blockTask) Do(n0, n1 int) {
 	k := &kern
 	db := <-t.p.deq
 	defer func() { t.p.deq <- db }()
-	tile, tn, tl := k.dTile, k.dTileN, k.dTileL
-	if tile == nil {
-		tile, tn, tl = k.fTile, k.fTileN, k.fTileL
-	}
-	if tile == nil || K%8 != 0 {
-		tn, tl = 1, L+1
-	}
+	tile, tn, tl := k.deqTiles(K, L)
 	rb := rowBlock(K*4, tn)
 	db.f = grow(db.f, min(rb, n1-n0)*K)
 	for nb := n0; nb < n1; nb += rb {
@@ -80,23 +74,6 @@ func (t *blockTask) Do(n0, n1 int) {
 		for n := nb; n < ne; n++ {
 			w.Row(db.f[(n-nb)*K:(n-nb+1)*K], n)
 		}
-		db.w = Weight{Format: FormatF32, N: ne - nb, K: K, F32: db.f[:(ne-nb)*K]}
-		fw := &db.w
-		nt := (ne - nb) / tn * tn // rows [0, nt) of the block in full tiles
-		l := 0
-		for ; l+tl <= L; l += tl {
-			for n := 0; n < nt; n += tn {
-				tile(t.dst[l*N+nb+n:], N, fw, n, t.x[l*K:])
-			}
-		}
-		for ; l < L; l++ {
-			k.fMatVec(t.dst[l*N+nb:l*N+nb+nt], fw, 0, t.x[l*K:(l+1)*K])
-		}
-		if nt < ne-nb {
-			for l := range L {
-				k.fMatVec(t.dst[l*N+nb+nt:l*N+ne], fw, nt, t.x[l*K:(l+1)*K])
-			}
-		}
+		k.mulDequant(t.dst, N, nb, db, ne-nb, K, t.x, L, tile, tn, tl)
 	}
-	db.w = Weight{}
 }

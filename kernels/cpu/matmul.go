@@ -469,13 +469,7 @@ func (t *mmTask) doQDeq(n0, n1 int) {
 	if k.pTile != nil && t.w.N >= panelN {
 		n0 = t.doQPanel(db, n0, n1)
 	}
-	tile, tn, tl := k.dTile, k.dTileN, k.dTileL
-	if tile == nil {
-		tile, tn, tl = k.fTile, k.fTileN, k.fTileL
-	}
-	if tile == nil || K%8 != 0 {
-		tn, tl = 1, L+1
-	}
+	tile, tn, tl := k.deqTiles(K, L)
 	rb := rowBlock(K*4, tn)
 	db.f = grow(db.f, min(rb, n1-n0)*K)
 	for nb := n0; nb < n1; nb += rb {
@@ -484,25 +478,48 @@ func (t *mmTask) doQDeq(n0, n1 int) {
 		for n := nb; n < ne; n++ {
 			qb.dequantRowFast(db.f[(n-nb)*K:(n-nb+1)*K], n-base, K)
 		}
-		db.w = Weight{Format: FormatF32, N: ne - nb, K: K, F32: db.f[:(ne-nb)*K]}
-		w := &db.w
-		nt := (ne - nb) / tn * tn // rows [0, nt) of the block in full tiles
-		l := 0
-		for ; l+tl <= L; l += tl {
-			for n := 0; n < nt; n += tn {
-				tile(t.dst[l*N+nb+n:], N, w, n, t.x[l*K:])
-			}
-		}
-		for ; l < L; l++ {
-			k.fMatVec(t.dst[l*N+nb:l*N+nb+nt], w, 0, t.x[l*K:(l+1)*K])
-		}
-		if nt < ne-nb {
-			for l := range L {
-				k.fMatVec(t.dst[l*N+nb+nt:l*N+ne], w, nt, t.x[l*K:(l+1)*K])
-			}
-		}
+		k.mulDequant(t.dst, N, nb, db, ne-nb, K, t.x, L, tile, tn, tl)
 	}
 	t.p.deq <- db
+}
+
+// deqTiles returns the tile kernel for f32 rows dequantized from a weight of
+// K columns, with its rows and tokens a call, or a nil tile (mat-vecs only).
+func (k *kernelSet) deqTiles(K, L int) (tile func(dst []float32, dstride int, w *Weight, n0 int, x []float32), tn, tl int) {
+	tile, tn, tl = k.dTile, k.dTileN, k.dTileL
+	if tile == nil {
+		tile, tn, tl = k.fTile, k.fTileN, k.fTileL
+	}
+	if tile == nil || K%8 != 0 {
+		tn, tl = 1, L+1
+	}
+	return tile, tn, tl
+}
+
+// mulDequant computes rows [nb, nb+rows) of dst (L, N) = x (L, K) · wᵀ from
+// those rows of w dequantized to f32 in db.f: whole tiles of tn rows and tl
+// tokens, then mat-vecs for the tokens and rows left over (deqTiles).
+func (k *kernelSet) mulDequant(dst []float32, N, nb int, db *deqBuf, rows, K int, x []float32, L int,
+	tile func(dst []float32, dstride int, w *Weight, n0 int, x []float32), tn, tl int) {
+	db.w = Weight{Format: FormatF32, N: rows, K: K, F32: db.f[:rows*K]}
+	w := &db.w
+	ne := nb + rows
+	nt := rows / tn * tn // rows [0, nt) of the block in full tiles
+	l := 0
+	for ; l+tl <= L; l += tl {
+		for n := 0; n < nt; n += tn {
+			tile(dst[l*N+nb+n:], N, w, n, x[l*K:])
+		}
+	}
+	for ; l < L; l++ {
+		k.fMatVec(dst[l*N+nb:l*N+nb+nt], w, 0, x[l*K:(l+1)*K])
+	}
+	if nt < rows {
+		for l := range L {
+			k.fMatVec(dst[l*N+nb+nt:l*N+ne], w, nt, x[l*K:(l+1)*K])
+		}
+	}
+	db.w = Weight{}
 }
 
 func (t *mmTask) Do(n0, n1 int) { t.run(t, n0, n1) }
