@@ -140,29 +140,37 @@ func testMatMulKQuant(t *testing.T) {
 		} {
 			t.Run(fmt.Sprintf("%s/L=%d/N=%d/K=%d", kt, tc.L, tc.N, tc.K), func(t *testing.T) {
 				w := randKQuant(kt, tc.N, tc.K, uint64(tc.N*tc.K))
-				r := rand.New(rand.NewPCG(uint64(tc.L), 2))
-				x := make([]float32, tc.L*tc.K)
-				for i := range x {
-					x[i] = float32(r.NormFloat64())
-				}
-				got := make([]float32, tc.L*tc.N)
-				p.MatMulKQuant(got, x, tc.L, w)
-				row := make([]float32, tc.K)
-				for n := range tc.N {
-					w.Row(row, n)
-					for l := range tc.L {
-						var want, mag float64
-						for k, v := range row {
-							want += float64(v) * float64(x[l*tc.K+k])
-							mag += math.Abs(float64(v) * float64(x[l*tc.K+k]))
-						}
-						// float32 summation: within K·2⁻²⁴ of the magnitudes' sum
-						if d := math.Abs(float64(got[l*tc.N+n]) - want); d > float64(tc.K)*0x1p-24*mag+1e-30 {
-							t.Fatalf("row %d token %d: got %g, want %g (|Σ| %g)", n, l, got[l*tc.N+n], want, mag)
-						}
-					}
-				}
+				checkBlockMatMul(t, w, tc.L, func(dst, x []float32) { p.MatMulKQuant(dst, x, tc.L, w) })
 			})
+		}
+	}
+}
+
+// checkBlockMatMul runs mul (dst (L, N) = x (L, K) · wᵀ) on a random x and
+// checks every output against the float64 dot product of w's dequantized row
+// (w.Row) within the float32 summation bound K·2⁻²⁴·Σ|products|.
+func checkBlockMatMul(t *testing.T, w blockMatrix, L int, mul func(dst, x []float32)) {
+	t.Helper()
+	N, K := w.dims()
+	r := rand.New(rand.NewPCG(uint64(L), 2))
+	x := make([]float32, L*K)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	got := make([]float32, L*N)
+	mul(got, x)
+	row := make([]float32, K)
+	for n := range N {
+		w.Row(row, n)
+		for l := range L {
+			var want, mag float64
+			for k, v := range row {
+				want += float64(v) * float64(x[l*K+k])
+				mag += math.Abs(float64(v) * float64(x[l*K+k]))
+			}
+			if d := math.Abs(float64(got[l*N+n]) - want); d > float64(K)*0x1p-24*mag+1e-30 {
+				t.Fatalf("row %d token %d: got %g, want %g (|Σ| %g)", n, l, got[l*N+n], want, mag)
+			}
 		}
 	}
 }

@@ -97,28 +97,7 @@ func TestMatMulMXFP4(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("L=%d/N=%d/K=%d", tc.L, tc.N, tc.K), func(t *testing.T) {
 			w := randMXFP4(tc.N, tc.K, uint64(tc.N*tc.K))
-			r := rand.New(rand.NewPCG(uint64(tc.L), 2))
-			x := make([]float32, tc.L*tc.K)
-			for i := range x {
-				x[i] = float32(r.NormFloat64())
-			}
-			got := make([]float32, tc.L*tc.N)
-			p.MatMulMXFP4(got, x, tc.L, w)
-			row := make([]float32, tc.K)
-			for n := range tc.N {
-				w.Row(row, n)
-				for l := range tc.L {
-					var want, mag float64
-					for k, v := range row {
-						want += float64(v) * float64(x[l*tc.K+k])
-						mag += math.Abs(float64(v) * float64(x[l*tc.K+k]))
-					}
-					// float32 summation: within K·2⁻²⁴ of the magnitudes' sum
-					if d := math.Abs(float64(got[l*tc.N+n]) - want); d > float64(tc.K)*0x1p-24*mag+1e-30 {
-						t.Fatalf("row %d token %d: got %g, want %g (|Σ| %g)", n, l, got[l*tc.N+n], want, mag)
-					}
-				}
-			}
+			checkBlockMatMul(t, w, tc.L, func(dst, x []float32) { p.MatMulMXFP4(dst, x, tc.L, w) })
 		})
 	}
 }
