@@ -89,6 +89,24 @@ type Backend interface {
 	Close() error
 }
 
+// A MatVecser runs [Backend.MatMuls] with every row of x computed exactly as
+// a one-row call computes it: its output bits depend neither on how many
+// rows x has nor on their values, as a batched decode step needs (a sequence
+// decoded beside others gets the bits it gets alone). The CPU backend
+// implements it; [MatVecs] falls back to MatMuls elsewhere.
+type MatVecser interface {
+	MatVecs(dst []*Tensor, x *Tensor, w []*Tensor)
+}
+
+// MatVecs is b's [MatVecser.MatVecs], or MatMuls where b has none.
+func MatVecs(b Backend, dst []*Tensor, x *Tensor, w []*Tensor) {
+	if m, ok := b.(MatVecser); ok {
+		m.MatVecs(dst, x, w)
+		return
+	}
+	b.MatMuls(dst, x, w)
+}
+
 // Act is the activation of a gated linear unit.
 type Act uint8
 

@@ -303,6 +303,38 @@ func (c *CPU) MatMuls(dst []*Tensor, x *Tensor, w []*Tensor) {
 	c.mmd, c.mmw = [4][]float32{}, [4]*cpu.Weight{}
 }
 
+// MatVecs is MatMuls with every row computed as a one-row call computes it
+// (see [MatVecser] and [cpu.Pool.MatVecs]). MXFP4 and GGUF block weights,
+// whose kernels have no such form, run a one-row MatMul per row.
+func (c *CPU) MatVecs(dst []*Tensor, x *Tensor, w []*Tensor) {
+	L := x.NumRows()
+	if L == 1 {
+		c.MatMuls(dst, x, w)
+		return
+	}
+	if len(dst) == len(w) && slices.ContainsFunc(w, func(t *Tensor) bool { return t.DType == DTypeMXFP4 || t.DType.Block() }) {
+		for i := range w {
+			for l := range L {
+				c.MatMul(dst[i].Rows(l, l+1), x.Rows(l, l+1), w[i])
+			}
+		}
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(dst) != len(w) || len(w) > len(c.mmw) {
+		panic(fmt.Sprintf("kernels: MatVecs: %d outputs for %d weights (at most %d)", len(dst), len(w), len(c.mmw)))
+	}
+	for i := range w {
+		wt := weightOf("MatVecs", w[i])
+		mustShape("MatVecs", "x", x, L, wt.K)
+		mustShape("MatVecs", "dst", dst[i], L, wt.N)
+		c.mmd[i], c.mmw[i] = dst[i].F32(), wt
+	}
+	c.pool.MatVecs(c.mmd[:len(w)], x.F32(), L, c.mmw[:len(w)])
+	c.mmd, c.mmw = [4][]float32{}, [4]*cpu.Weight{}
+}
+
 // Add computes dst = a + b, where b has a's shape or is one row broadcast over a's rows.
 func (c *CPU) Add(dst, a, b *Tensor) {
 	c.mu.Lock()

@@ -1,0 +1,92 @@
+package cpu
+
+import "fmt"
+
+// MatVecs computes dst[i] (L, N_i) = x (L, K) · w[i]ᵀ for up to four weights
+// as L mat-vecs each, every row of x with exactly the arithmetic of a one-row
+// call (MatMuls with L = 1): the same activation quantization (per row), the
+// same mat-vec kernel, over the same four-row blocks. A row's output so does
+// not depend on L or on the other rows, which is what a batched decode step
+// needs for batch invariance (a sequence decoded beside others gets the bits
+// it gets alone); MatMul with 1 < L < 16 takes tile kernels that sum in
+// another order.
+//
+// The threads claim row chunks as in a mat-vec, and each chunk runs in row
+// blocks of at most cacheBlock bytes that every row of x passes over while
+// the block is in cache: the weights are read from memory once for all L
+// rows. L = 1 is MatMuls itself.
+func (p *Pool) MatVecs(dst [][]float32, x []float32, L int, w []*Weight) {
+	if len(dst) != len(w) || len(w) > len(p.mm) {
+		panic(fmt.Sprintf("cpu: MatVecs: %d outputs for %d weights (at most %d)", len(dst), len(w), len(p.mm)))
+	}
+	if L == 1 {
+		p.MatMuls(dst, x, 1, w)
+		return
+	}
+	for i := range w {
+		p.matVecs(dst[i], x, L, w[i])
+	}
+}
+
+// matVecs is MatVecs of one weight.
+func (p *Pool) matVecs(dst, x []float32, L int, w *Weight) {
+	if len(dst) != L*w.N || len(x) != L*w.K {
+		panic(fmt.Sprintf("cpu: MatVecs: dst %d, x %d for L=%d N=%d K=%d", len(dst), len(x), L, w.N, w.K))
+	}
+	if L == 0 || w.N == 0 {
+		return
+	}
+	t := &p.mm[0]
+	f := p.plan(t, dst[:w.N], x[:w.K], 1, w) // a one-row call's kernel and activation form
+	t.dst, t.x, t.L = dst, x, L
+	if t.slab > 0 {
+		ns := len(w.Q.slabs)
+		p.part = grow(p.part, (ns-1)*L*w.N)
+		t.part = p.part[:(ns-1)*L*w.N]
+	}
+	t.choosePF() // L > 1: the weight's best prefetch so far, not a trial
+	p.quantize(f, x, L, w)
+	switch {
+	case t.act == actInt16:
+		t.run = (*mmTask).doQVecs
+	case t.act == actNone && w.Format != FormatQ:
+		t.run = (*mmTask).doFVecs
+	} // doQB and doQFloat already run a one-row call's arithmetic for each row
+	n := w.N
+	if t.slab > 0 {
+		n = len(w.Q.slabs) * t.slab
+	}
+	p.RunChunks(n, p.vecChunk(n), 4, t)
+	t.addSlabs()
+	*t = mmTask{}
+}
+
+// doQVecs runs rows [n0, n1) of a 4/8-bit weight against int16 activations,
+// qMatVec per row of x within row blocks that stay in cache.
+func (t *mmTask) doQVecs(n0, n1 int) {
+	q, N, K := t.w.Q, t.w.N, t.w.K
+	rb := rowBlock(K*q.Bits/8, 4)
+	for nb := n0; nb < n1; nb += rb {
+		ne := min(nb+rb, n1)
+		for l := range t.L {
+			t.k.qMatVec(t.dst[l*N+nb:l*N+ne], q, K, nb, t.a, l)
+		}
+	}
+}
+
+// doFVecs runs rows [n0, n1) of an f32, f16 or bf16 weight, fMatVec per row
+// of x within row blocks that stay in cache.
+func (t *mmTask) doFVecs(n0, n1 int) {
+	w, N, K := t.w, t.w.N, t.w.K
+	esize := 4
+	if w.Format != FormatF32 {
+		esize = 2
+	}
+	rb := rowBlock(K*esize, 4)
+	for nb := n0; nb < n1; nb += rb {
+		ne := min(nb+rb, n1)
+		for l := range t.L {
+			t.k.fMatVec(t.dst[l*N+nb:l*N+ne], w, nb, t.x[l*K:(l+1)*K])
+		}
+	}
+}
