@@ -1,0 +1,252 @@
+package model
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ingot-llm/ingot/kernels"
+)
+
+// TestBatchInvariantTinycode decodes the 8 reference prompts of the trained
+// model (bf16, q4, q8) greedily, each alone with one-token Forward steps and
+// all together in one Batch (shuffled each step, leaving at different
+// steps), and compares every step's logits bit for bit.
+func TestBatchInvariantTinycode(t *testing.T) {
+	for _, name := range []string{"tinycode-llama", "tinycode-llama-q4", "tinycode-llama-q8"} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(refDir, name)
+			b, err := os.ReadFile(filepath.Join(dir, "ref.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ref tinyRef
+			if err := json.Unmarshal(b, &ref); err != nil {
+				t.Fatal(err)
+			}
+			m, err := Load(context.Background(), dir, Options{Threads: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			var prompts [][]int32
+			for _, p := range ref.Prompts {
+				prompts = append(prompts, p.PromptIDs)
+			}
+			checkBatchInvariant(t, m, prompts, SessionOptions{Context: 256})
+		})
+	}
+}
+
+// TestBatchInvariantSynthetic does the same on small random-weight models:
+// q4 (a Qwen3 with QK-norm), bf16 (a Qwen2 with q/k/v biases, an FFN width
+// that is no multiple of the vector width, an f16 KV cache) and f32 (Gemma 2:
+// sandwich norms, GeGLU, softcaps), with a vocabulary that is no multiple of
+// the kernels' four-row blocks.
+func TestBatchInvariantSynthetic(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		dt   kernels.DType
+		kv   kernels.DType
+		js   string
+	}{
+		{"q4", kernels.DTypeQ4, kernels.DTypeF32, `{"architectures":["Qwen3ForCausalLM"],"hidden_size":256,"intermediate_size":512,"num_hidden_layers":2,
+			"num_attention_heads":4,"num_key_value_heads":2,"head_dim":64,"vocab_size":1003,"tie_word_embeddings":true,"rms_norm_eps":1e-6,"rope_theta":1000000}`},
+		{"bf16", kernels.DTypeBF16, kernels.DTypeF16, `{"architectures":["Qwen2ForCausalLM"],"hidden_size":192,"intermediate_size":200,"num_hidden_layers":2,
+			"num_attention_heads":6,"num_key_value_heads":2,"vocab_size":1001,"tie_word_embeddings":false,"rms_norm_eps":1e-6,"rope_theta":1000000}`},
+		{"f32", kernels.DTypeF32, kernels.DTypeF32, `{"architectures":["Gemma2ForCausalLM"],"hidden_size":128,"intermediate_size":264,"num_hidden_layers":2,
+			"num_attention_heads":4,"num_key_value_heads":2,"head_dim":32,"vocab_size":997,"rms_norm_eps":1e-6,"rope_theta":10000,
+			"attn_logit_softcapping":50,"final_logit_softcapping":30,"query_pre_attn_scalar":32,"sliding_window":4,"hidden_activation":"gelu_pytorch_tanh"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := synthModel(t, tc.js, tc.dt)
+			r := rand.New(rand.NewPCG(5, 6))
+			prompts := make([][]int32, 8)
+			for i := range prompts {
+				prompts[i] = make([]int32, 1+r.IntN(40))
+				for j := range prompts[i] {
+					prompts[i][j] = int32(r.IntN(m.Config.VocabSize))
+				}
+			}
+			checkBatchInvariant(t, m, prompts, SessionOptions{Context: 128, KV: tc.kv})
+		})
+	}
+}
+
+// synthModel builds a model of config js with Synthetic's random weights of
+// dtype dt, on a CPU backend of two threads.
+func synthModel(t *testing.T, js string, dt kernels.DType) *Model {
+	t.Helper()
+	cfg, err := parseConfig([]byte(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tied := cfg.TieEmbeddings != nil && *cfg.TieEmbeddings
+	l := &loader{used: map[string]bool{}, synth: &synthetic{dt: dt, tied: tied, rng: rand.NewPCG(1, 2)}}
+	m, err := build(cfg, nil, l, Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// checkBatchInvariant decodes each prompt greedily for a few steps alone and
+// then all together in a Batch, and wants the same logits bits at every step.
+// Sequence i decodes 3+i steps, so the batch shrinks from 8 to 1 as they end.
+func checkBatchInvariant(t *testing.T, m *Model, prompts [][]int32, so SessionOptions) {
+	t.Helper()
+	ctx := context.Background()
+	steps := func(i int) int { return 3 + i }
+	alone := make([][][]float32, len(prompts)) // [sequence][step] logits
+	for i, p := range prompts {
+		s, err := m.NewSession(so)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logits, err := s.Forward(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range steps(i) {
+			tok := int32(argmax(logits))
+			if logits, err = s.Forward(ctx, []int32{tok}); err != nil {
+				t.Fatal(err)
+			}
+			alone[i] = append(alone[i], append([]float32(nil), logits...))
+		}
+		s.Close()
+	}
+	bt, err := m.NewBatch(len(prompts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bt.Close()
+	ss := make([]*Session, len(prompts))
+	next := make([]int32, len(prompts))
+	for i, p := range prompts {
+		if ss[i], err = m.NewSession(so); err != nil {
+			t.Fatal(err)
+		}
+		defer ss[i].Close()
+		logits, err := ss[i].Forward(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next[i] = int32(argmax(logits))
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for step := 0; ; step++ {
+		var live []int
+		for i := range prompts {
+			if step < steps(i) {
+				live = append(live, i)
+			}
+		}
+		if len(live) == 0 {
+			break
+		}
+		r.Shuffle(len(live), func(a, b int) { live[a], live[b] = live[b], live[a] })
+		in, toks := make([]*Session, len(live)), make([]int32, len(live))
+		for j, i := range live {
+			in[j], toks[j] = ss[i], next[i]
+		}
+		out, err := bt.Step(ctx, in, toks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, i := range live {
+			if k := firstDiff(out[j], alone[i][step]); k >= 0 {
+				t.Fatalf("sequence %d, step %d, in a batch of %d (row %d): logit %d is %v, alone %v",
+					i, step, len(live), j, k, out[j][k], alone[i][step][k])
+			}
+			next[i] = int32(argmax(out[j]))
+		}
+	}
+}
+
+// firstDiff returns the first index where a and b differ in bits, or -1.
+func firstDiff(a, b []float32) int {
+	for i := range b {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			return i
+		}
+	}
+	if len(a) != len(b) {
+		return len(b)
+	}
+	return -1
+}
+
+// TestBatchErrors: what a Batch refuses, each with an error naming why.
+func TestBatchErrors(t *testing.T) {
+	m := synthModel(t, `{"architectures":["LlamaForCausalLM"],"hidden_size":64,"intermediate_size":128,"num_hidden_layers":1,
+		"num_attention_heads":2,"num_key_value_heads":1,"vocab_size":100,"rms_norm_eps":1e-6}`, kernels.DTypeF32)
+	ctx := context.Background()
+	if _, err := m.NewBatch(0); err == nil || !strings.Contains(err.Error(), "batch size") {
+		t.Errorf("NewBatch(0): %v", err)
+	}
+	bt, err := m.NewBatch(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bt.Close()
+	s, err := m.NewSession(SessionOptions{Context: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := m.NewSession(SessionOptions{Context: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		ss   []*Session
+		toks []int32
+		want string
+	}{
+		{"none", nil, nil, "batch step of 0 sessions"},
+		{"too many", []*Session{s, s2, s}, []int32{1, 2, 3}, "batch step of 3 sessions"},
+		{"tokens", []*Session{s}, []int32{1, 2}, "with 2 tokens"},
+		{"twice", []*Session{s, s}, []int32{1, 2}, "session 1: model: session busy"},
+		{"vocabulary", []*Session{s, s2}, []int32{1, 100}, "session 1: model: token 100 is outside the vocabulary"},
+	} {
+		if _, err := bt.Step(ctx, tc.ss, tc.toks); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	if len(s.Cached()) != 0 || len(s2.Cached()) != 0 {
+		t.Fatalf("a refused step ran: %d, %d tokens cached", len(s.Cached()), len(s2.Cached()))
+	}
+	for range 4 {
+		if _, err := bt.Step(ctx, []*Session{s2, s}, []int32{1, 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := bt.Step(ctx, []*Session{s}, []int32{3}); !errors.Is(err, ErrContextFull) {
+		t.Errorf("full context: %v", err)
+	}
+	s.Truncate(0)
+	s2.Truncate(0)
+	s2.Close()
+	if _, err := bt.Step(ctx, []*Session{s, s2}, []int32{1, 2}); !errors.Is(err, ErrClosed) {
+		t.Errorf("closed session: %v", err)
+	}
+	m.Close()
+	if _, err := bt.Step(ctx, []*Session{s}, []int32{1}); !errors.Is(err, ErrClosed) {
+		t.Errorf("closed model: %v", err)
+	}
+
+	moe := synthModel(t, `{"architectures":["Qwen3MoeForCausalLM"],"hidden_size":64,"intermediate_size":128,"num_hidden_layers":1,
+		"num_attention_heads":2,"num_key_value_heads":1,"head_dim":32,"vocab_size":100,"rms_norm_eps":1e-6,
+		"num_experts":4,"num_experts_per_tok":2,"moe_intermediate_size":32,"decoder_sparse_step":1}`, kernels.DTypeF32)
+	if _, err := moe.NewBatch(2); err == nil || !strings.Contains(err.Error(), "layer 0 is a mixture of experts") {
+		t.Errorf("MoE: %v", err)
+	}
+}
