@@ -16,13 +16,18 @@ type matmulArgs struct {
 	L, N, K, GroupSize uint32
 }
 
-// Geometry constants of shaders/matvec.metal and shaders/matmul.metal.
+// Geometry constants of shaders/matvec.metal, shaders/matmul.metal and the
+// K-quant and MXFP4 matmuls (kquant.metal, mxfp4.metal).
 const (
 	mvRows = 4 // MV_ROWS: rows per simdgroup
 	mvSG   = 2 // MV_SG: simdgroups per threadgroup
-	mmBM   = 32
-	mmBN   = 32
-	mmBK   = 32
+
+	mmBM = 32 // MM_BM: tokens per output tile
+	mmBN = 64 // MM_BN: weight rows per output tile
+	mmBK = 32 // MM_BK: columns per step
+	mmLD = 40 // MM_LD: row stride of the staged tiles in elements; two copies of each
+
+	kqBM, kqBN, kqBK = 32, 32, 32 // KQ_BM… and MX_BM…: 32×32 tiles of f32
 )
 
 // Kernel names by weight dtype (_v8: dense, _v16: q4 and q8 only), made
@@ -131,8 +136,9 @@ func mustMatMul(op string, dst, x, w *Tensor) (L, N, K int) {
 //
 // Kernel selection (ggml get_pipeline_mul_mv): L = 1 is a bandwidth-bound
 // mat-vec (matvec_<w>_f32: every weight byte read once, x in registers); L > 1
-// uses the tiled mat-mat (matmul_<w>_f32: 32×32 output tiles with simdgroup 8×8
-// matrices, w dequantized into threadgroup memory and reused by 32 tokens).
+// uses the tiled mat-mat (matmul_<w>_f32: 32×64 output tiles with simdgroup 8×8
+// matrices, w dequantized into threadgroup memory and reused by 32 tokens,
+// double-buffered; K-quants and MXFP4 32×32 tiles).
 // Both handle any N and K (quantized K is a multiple of the group size).
 // Affine weights with f16 or bf16 scales and biases run the same kernels
 // for that type, named with _f16sb or _bf16sb (see affineNames). On
@@ -167,15 +173,29 @@ func (m *Metal) MatMul(dst, x, w *Tensor) {
 		setArgs(m, a)
 		m.bindMat(w, x, dst)
 		m.run(metal.Size{W: (N + mvRows*mvSG - 1) / (mvRows * mvSG), H: L, D: 1}, metal.Size{W: 32 * mvSG, H: 1, D: 1})
-	} else {
-		// (⌈N/32⌉, ⌈L/32⌉) threadgroups of 4 simdgroups; x and w tiles of
-		// 32×32 floats in threadgroup memory.
+	} else if w.DType.Float() || w.DType.Quantized() {
+		// (⌈N/64⌉, ⌈L/32⌉) threadgroups of 4 simdgroups; two copies each of
+		// the x tile (32×32 floats) and the w tile (64×32, half for f16 and
+		// float for the others), rows padded to mmLD elements.
 		m.begin(affineName(matmulNames[w.DType], affMatmul, w))
 		setArgs(m, matmulArgs{L: uint32(L), N: uint32(N), K: uint32(K), GroupSize: uint32(w.GroupSize)})
 		m.bindMat(w, x, dst)
-		m.tgmem(0, 4*mmBM*mmBK)
-		m.tgmem(1, 4*mmBK*mmBN)
+		wb := 4
+		if w.DType == DTypeF16 {
+			wb = 2
+		}
+		m.tgmem(0, 2*4*mmBM*mmLD)
+		m.tgmem(1, 2*wb*mmBN*mmLD)
 		m.run(metal.Size{W: (N + mmBN - 1) / mmBN, H: (L + mmBM - 1) / mmBM, D: 1}, metal.Size{W: 128, H: 1, D: 1})
+	} else {
+		// K-quants and MXFP4: (⌈N/32⌉, ⌈L/32⌉) threadgroups of 4
+		// simdgroups; x and w tiles of 32×32 floats in threadgroup memory.
+		m.begin(matmulNames[w.DType])
+		setArgs(m, matmulArgs{L: uint32(L), N: uint32(N), K: uint32(K), GroupSize: uint32(w.GroupSize)})
+		m.bindMat(w, x, dst)
+		m.tgmem(0, 4*kqBM*kqBK)
+		m.tgmem(1, 4*kqBK*kqBN)
+		m.run(metal.Size{W: (N + kqBN - 1) / kqBN, H: (L + kqBM - 1) / kqBM, D: 1}, metal.Size{W: 128, H: 1, D: 1})
 	}
 	m.stats.WeightBytes += weightBytes(w, N)
 }
