@@ -64,6 +64,8 @@ type device struct {
 	tally Tally // what the command buffers did (Counts)
 	args  argPool
 
+	res *Residency // the weights, KV cache and activations, kept resident while in use (macOS 15+; residency_darwin.go)
+
 	settings string  // the library's compile settings (language version, math mode), for the cache key
 	arch     archive // the pipeline cache (cache_darwin.go)
 }
@@ -258,6 +260,7 @@ func (d *device) open(source string) error {
 	if d.queue == 0 {
 		return errors.New("metal: newCommandQueue returned nil")
 	}
+	d.res = NewResidency(d.newResidencySet())
 	return d.compile(source)
 }
 
@@ -388,7 +391,9 @@ func (d *device) NewBuffer(n int) (Buffer, error) {
 		withPool(func() { release(id) })
 		return nil, fmt.Errorf("metal: newBufferWithLength(%d): contents %p, length %d", alloc, p, l)
 	}
-	return &buffer{id: id, data: unsafe.Slice((*byte)(p), l)[:n:n]}, nil
+	buf := &buffer{id: id, data: unsafe.Slice((*byte)(p), l)[:n:n], res: d.res}
+	d.res.Add(buf)
+	return buf, nil
 }
 
 // BufferNoCopy wraps host memory, typically a page-aligned view of an mmap'd
@@ -421,7 +426,9 @@ func (d *device) BufferNoCopy(b []byte) (Buffer, error) {
 	if id == 0 {
 		return nil, fmt.Errorf("metal: newBufferWithBytesNoCopy: failed for %d bytes at %p", n, p)
 	}
-	return &buffer{id: id, data: b[:len(b):len(b)]}, nil
+	buf := &buffer{id: id, data: b[:len(b):len(b)], res: d.res}
+	d.res.Add(buf)
+	return buf, nil
 }
 
 // pipeEntry is one cached pipeline, built once under its own lock so that
@@ -509,6 +516,7 @@ func (d *device) CommandBuffer() (CommandBuffer, error) {
 	if d.queue == 0 {
 		return nil, errors.New("metal: CommandBuffer on a released device")
 	}
+	d.res.Use() // commits the residency set if buffers changed; requests residency after an idle period
 	status := classMTLCommandBufferDescriptor != 0 && slog.Default().Enabled(context.Background(), slog.LevelDebug)
 	c := &commandBuffer{d: d, maxTGMem: d.info.MaxThreadgroupMemory}
 	// The command buffer's pool: its encoders live in it until Commit.
@@ -559,6 +567,7 @@ func (d *device) releaseObjects() {
 	release(d.arch.id)
 	d.arch = archive{}
 	release(d.lib)
+	d.res.Close() // before the queue it is attached to
 	release(d.queue)
 	release(d.id)
 	d.lib, d.queue, d.id = 0, 0, 0
@@ -568,6 +577,7 @@ func (d *device) releaseObjects() {
 type buffer struct {
 	id   objc.ID
 	data []byte
+	res  *Residency // its device's: Release takes it out of the residency set
 	chk  releaseCheck
 }
 
@@ -579,6 +589,7 @@ func (b *buffer) Release() {
 	if b.chk.release("buffer") {
 		return
 	}
+	b.res.Remove(b)
 	id := b.id
 	b.id, b.data = 0, nil
 	withPool(func() { release(id) })

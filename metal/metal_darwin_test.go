@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -537,5 +538,63 @@ func TestPipelineCache(t *testing.T) {
 		if floats(y)[7] != 6 {
 			t.Errorf("%s: y[7] = %v, want 6", tc.name, floats(y)[7])
 		}
+	}
+}
+
+// TestResidencySet: on macOS 15 and later the device has a residency set
+// whose selectors the objects answer, a large buffer joins it when made and
+// leaves it when released, and command buffers run with it attached.
+// Earlier systems have none.
+func TestResidencySet(t *testing.T) {
+	d := open(t).(*device)
+	major, _, _ := strings.Cut(d.info.OSVersion, ".")
+	if n, err := strconv.Atoi(major); err != nil || n < 15 {
+		if d.res.Enabled() {
+			t.Errorf("macOS %q: a residency set before macOS 15", d.info.OSVersion)
+		}
+		return
+	}
+	if os.Getenv("INGOT_METAL_NO_RESIDENCY") == "1" {
+		return
+	}
+	if !d.res.Enabled() {
+		t.Fatalf("macOS %s: no residency set", d.info.OSVersion)
+	}
+	s := d.res.set.(*residencySet)
+	for name, sel := range map[string]objc.SEL{"addAllocation:": selAddAllocation, "removeAllocation:": selRemoveAllocation,
+		"commit": selResidencyCommit, "requestResidency": selRequestResidency, "endResidency": selEndResidency} {
+		if !msgRespond(s.id, selRespondsToSelector, sel) {
+			t.Errorf("MTLResidencySet does not respond to %s", name)
+		}
+	}
+	b, err := d.NewBuffer(MinResident) // released below
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.res.members[b] {
+		t.Error("a buffer of MinResident bytes is not in the set")
+	}
+	x, y := newBuffer(t, d, 4*64), b
+	p := pipelineOf(t, d, "axpy_f32")
+	for range 2 {
+		cb, err := d.CommandBuffer()
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := cb.Encoder()
+		e.SetPipeline(p)
+		e.SetBytes(0, axpyArgs(64, 1))
+		e.SetBuffer(1, x, 0)
+		e.SetBuffer(2, y, 0)
+		e.Dispatch(Size{W: 1, H: 1, D: 1}, Size{W: 64, H: 1, D: 1})
+		e.End()
+		cb.Commit()
+		if err := cb.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.Release()
+	if d.res.members[b] {
+		t.Error("a released buffer is still in the set")
 	}
 }
