@@ -166,6 +166,12 @@ func (s *Session) CacheBytes() int64 { return s.cache.bytes }
 // activations (the weights are the model's, shared).
 func (s *Session) MemoryBytes() int64 { return s.bytes }
 
+// PrefillChunk returns the most tokens one forward of the session runs: a
+// longer call runs in chunks of this many. Without linear-attention layers,
+// prefilling a prompt in calls of whole chunks computes what one call
+// computes, to the bit.
+func (s *Session) PrefillChunk() int { return s.batch.L }
+
 // Cached returns the tokens whose keys and values are in the cache.
 func (s *Session) Cached() []int32 { return s.tokens }
 

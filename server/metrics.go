@@ -133,6 +133,8 @@ func (m *metrics) write(w io.Writer, st schedStats) {
 	p("# HELP ingot_queue_depth Requests waiting for a session.\n# TYPE ingot_queue_depth gauge\ningot_queue_depth %d\n", st.queued)
 	p("# HELP ingot_sessions_running Sessions running a request.\n# TYPE ingot_sessions_running gauge\ningot_sessions_running %d\n", st.running)
 	p("# HELP ingot_sessions Sessions in the pool.\n# TYPE ingot_sessions gauge\ningot_sessions %d\n", st.slots)
+	p("# HELP ingot_batch_steps_total Batched decode steps run (continuous batching).\n# TYPE ingot_batch_steps_total counter\ningot_batch_steps_total %d\n", st.batchSteps)
+	p("# HELP ingot_batch_tokens_total Tokens decoded by batched steps (over ingot_batch_steps_total: the mean batch).\n# TYPE ingot_batch_tokens_total counter\ningot_batch_tokens_total %d\n", st.batchTokens)
 	util := 0.0
 	if st.kvTotal > 0 {
 		util = float64(st.kvUsed) / float64(st.kvTotal)

@@ -23,9 +23,8 @@ var errShutdown = errors.New("server: shutting down")
 //
 // A request acquires a slot (waiting in a bounded queue when none is free),
 // runs its sequences on it one after another and releases it. The [pool]
-// gives each slot a session of its own. A continuous-batching scheduler
-// would implement the same two types with slots that share one forward per
-// step; the handlers would not change.
+// gives each slot a session of its own; with a [batcher], the slots'
+// sequences decode together, one forward a step for all of them.
 type scheduler interface {
 	// acquire returns a slot, waits for one while ctx lives, or fails with
 	// errQueueFull when the queue is full and errShutdown after close.
@@ -49,9 +48,10 @@ type slot interface {
 
 // schedStats is what /metrics reports of a scheduler.
 type schedStats struct {
-	slots, running, queued int
-	kvUsed, kvTotal        int64 // tokens held in the KV caches of running requests, and the caches' capacity
-	kvIdle                 int64 // tokens kept in free sessions' caches for reuse (the prefix cache)
+	slots, running, queued  int
+	kvUsed, kvTotal         int64 // tokens held in the KV caches of running requests, and the caches' capacity
+	kvIdle                  int64 // tokens kept in free sessions' caches for reuse (the prefix cache)
+	batchSteps, batchTokens int64 // batched decode steps, and the tokens they decoded
 }
 
 // A sequence is one generation: a prompt and how to continue it.
@@ -118,7 +118,10 @@ type pool struct {
 	// spec, when set, decodes the requests it keeps unchanged
 	// speculatively (see poolSlot.speculate); with a draft model, each
 	// slot has a session of it (poolSlot.draft).
-	spec     *model.Speculation
+	spec *model.Speculation
+	// batch, when set, runs the forwards of the sequences that can batch
+	// (see poolSlot.run): continuous batching.
+	batch    *batcher
 	running  atomic.Int64
 	kvUsed   atomic.Int64
 	kvTotal  int64
@@ -157,6 +160,17 @@ func newPool(m *ingot.Model, n, maxQueue int, o ingot.SessionOptions) (*pool, er
 		p.idle = append(p.idle, sl)
 	}
 	return p, nil
+}
+
+// startBatching makes the pool's sequences decode in batches (see batcher),
+// or says why the model cannot.
+func (p *pool) startBatching(m *ingot.Model) error {
+	bt, err := newBatcher(m.Raw(), len(p.all))
+	if err != nil {
+		return err
+	}
+	p.batch = bt
+	return nil
 }
 
 // sharedPrefix returns how many leading tokens a and b share.
@@ -256,8 +270,12 @@ func (p *pool) stats() schedStats {
 		idle += int64(len(sl.s.Raw().Cached()))
 	}
 	p.mu.Unlock()
-	return schedStats{slots: len(p.all), running: int(p.running.Load()), queued: queued,
+	st := schedStats{slots: len(p.all), running: int(p.running.Load()), queued: queued,
 		kvUsed: p.kvUsed.Load(), kvTotal: p.kvTotal, kvIdle: idle}
+	if p.batch != nil {
+		st.batchSteps, st.batchTokens = p.batch.steps.Load(), p.batch.rows.Load()
+	}
+	return st
 }
 
 // close closes the sessions; callers have released their slots.
@@ -268,6 +286,9 @@ func (p *pool) close() error {
 		p.closed = true
 		p.mu.Unlock()
 		close(p.done)
+		if p.batch != nil {
+			err = p.batch.close()
+		}
 		for _, sl := range p.all {
 			err = errors.Join(err, sl.s.Close())
 			if sl.draft != nil {
@@ -312,6 +333,12 @@ func (sl *poolSlot) run(ctx context.Context, seq *sequence, emit func(step) bool
 	sl.adapter = seq.adapter
 	defer func() { sl.setUsed(len(raw.Cached())) }()
 	sl.setUsed(len(seq.prompt))
+	_, spec := sl.speculate(seq)
+	if bt := sl.p.batch; bt != nil && seq.adapter == nil && !spec {
+		m := bt.join(raw)
+		defer m.leave()
+		return sl.runLogits(ctx, raw, seq, emit, m)
+	}
 	if !seq.scorePrompt && !seq.opts.Logprobs && seq.grammar == nil {
 		// The session's own loop: device argmax, top-k and pipelining
 		// apply, and it reuses the cached prefix it shares with the prompt.
@@ -332,7 +359,28 @@ func (sl *poolSlot) run(ctx context.Context, seq *sequence, emit func(step) bool
 		}
 		return res, err
 	}
-	return sl.runLogits(ctx, raw, seq, emit)
+	return sl.runLogits(ctx, raw, seq, emit, sessionForward{raw})
+}
+
+// A forwarder runs a sequence's forwards on its session: the session's own
+// calls, or a batcher's member.
+type forwarder interface {
+	// prefill appends tokens to the session's cache and returns the
+	// logits after the last.
+	prefill(ctx context.Context, tokens []int32) ([]float32, error)
+	// decode appends tok and returns the logits after it.
+	decode(ctx context.Context, tok int32) ([]float32, error)
+}
+
+// sessionForward runs the forwards as calls of the session.
+type sessionForward struct{ s *model.Session }
+
+func (f sessionForward) prefill(ctx context.Context, tokens []int32) ([]float32, error) {
+	return f.s.Forward(ctx, tokens)
+}
+
+func (f sessionForward) decode(ctx context.Context, tok int32) ([]float32, error) {
+	return f.s.Forward(ctx, []int32{tok})
 }
 
 // speculate returns how to decode seq speculatively, and whether to: only
@@ -358,8 +406,8 @@ func (sl *poolSlot) speculate(seq *sequence) (model.Speculation, bool) {
 // tokens for the same seed), adding each token's logprob and top
 // alternatives when asked and, with scorePrompt, the prompt's logprobs. With
 // a grammar, the sampler sees the logits of the tokens it allows, the others
-// -Inf.
-func (sl *poolSlot) runLogits(ctx context.Context, raw *model.Session, seq *sequence, emit func(step) bool) (seqResult, error) {
+// -Inf. fw runs the forwards.
+func (sl *poolSlot) runLogits(ctx context.Context, raw *model.Session, seq *sequence, emit func(step) bool, fw forwarder) (seqResult, error) {
 	var res seqResult
 	cancelled := func(err error) (seqResult, error) {
 		if ctx.Err() != nil {
@@ -401,7 +449,7 @@ func (sl *poolSlot) runLogits(ctx context.Context, raw *model.Session, seq *sequ
 			}
 		}
 		if seq.opts.MaxTokens > 0 {
-			logits, err = raw.Forward(ctx, p[len(raw.Cached()):])
+			logits, err = fw.prefill(ctx, p[len(raw.Cached()):])
 		}
 	} else {
 		// Reuse the cached prefix, as Generate does: at least the last
@@ -409,7 +457,7 @@ func (sl *poolSlot) runLogits(ctx context.Context, raw *model.Session, seq *sequ
 		n := min(sharedPrefix(raw.Cached(), p), len(p)-1)
 		raw.Truncate(n)
 		res.cached = n
-		logits, err = raw.Forward(ctx, p[n:])
+		logits, err = fw.prefill(ctx, p[n:])
 	}
 	if err != nil {
 		return cancelled(err)
@@ -472,7 +520,7 @@ func (sl *poolSlot) runLogits(ctx context.Context, raw *model.Session, seq *sequ
 			return res, nil
 		}
 		sl.grow(1)
-		if logits, err = raw.Forward(ctx, []int32{tok}); err != nil {
+		if logits, err = fw.decode(ctx, tok); err != nil {
 			return cancelled(err)
 		}
 	}

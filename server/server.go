@@ -58,6 +58,13 @@ type Config struct {
 	// usage.prompt_tokens_details.cached_tokens tells that another request
 	// (of any client) shared its prefix.
 	NoPrefixCache bool
+	// NoBatch decodes each session's sequences on their own. By default
+	// the sequences of all sessions decode together, one forward a step
+	// (continuous batching), where the model allows (not with linear
+	// attention or a mixture of experts) and the request does (not with a
+	// LoRA adapter or speculative decoding). On the CPU a request's tokens
+	// and logprobs are the same either way and whatever runs beside it.
+	NoBatch bool
 
 	// Speculative decoding, for the requests it leaves unchanged: greedy
 	// ones (the same output, up to exact ties) and unseeded sampling (the
@@ -256,6 +263,13 @@ func (s *Server) Load(ctx context.Context) error {
 		return fail(err)
 	}
 	p.noReuse = s.cfg.NoPrefixCache
+	batching := "off"
+	if !s.cfg.NoBatch {
+		batching = "on"
+		if err := p.startBatching(l.model); err != nil {
+			batching = err.Error()
+		}
+	}
 	if err := s.speculation(ctx, l, p); err != nil {
 		p.close()
 		return fail(err)
@@ -264,7 +278,7 @@ func (s *Server) Load(ctx context.Context) error {
 	l.created = time.Now().Unix()
 	s.ready.Store(l)
 	s.log.Info("server ready", "model", s.cfg.ModelName, "backend", l.model.Backend(), "sessions", s.cfg.Parallel,
-		"context", p.all[0].contextSize(), "max_queue", s.cfg.MaxQueue)
+		"context", p.all[0].contextSize(), "max_queue", s.cfg.MaxQueue, "batching", batching)
 	return nil
 }
 

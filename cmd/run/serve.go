@@ -18,7 +18,7 @@ import (
 
 const serveUsage = `usage: run serve [-model DIR] [-addr 127.0.0.1:8080] [-parallel N] [-ctx N] [-kv f16|f32]
                  [-api-key KEY] [-max-queue Q] [-timeout D] [-backend B] [-threads N]
-                 [-adapter NAME=DIR]... [-prefix-cache=false]
+                 [-adapter NAME=DIR]... [-prefix-cache=false] [-batch=false]
                  [-lookup N | -draft DIR [-draft-max N]]
 
 Serves the model over HTTP with OpenAI's API (/v1/chat/completions,
@@ -48,6 +48,7 @@ func runServe(args []string, stderr io.Writer, intr <-chan os.Signal) int {
 	backend := fs.String("backend", "auto", "compute backend: auto, cpu, metal, cuda or metal-emu")
 	threads := fs.Int("threads", 0, fmt.Sprintf("CPU threads, at most %d here (0: all cores)", runtime.NumCPU()))
 	verbose := fs.Bool("v", false, "log every request (default: warnings and lifecycle only)")
+	batch := fs.Bool("batch", true, "decode the sessions' sequences together, one forward a step (continuous batching; false: each on its own)")
 	prefixCache := fs.Bool("prefix-cache", true, "keep each session's cache after its request, so that the next request sharing its prefix prefills only the rest (false: every request from an empty cache)")
 	lookup := fs.Int("lookup", 0, "speculative decoding by prompt lookup: draft up to N tokens a round (0: off); for greedy and unseeded sampling requests, whose output it leaves unchanged")
 	draft := fs.String("draft", "", "speculative decoding with this draft model `directory` (the same tokenizer; e.g. a q4 copy or a smaller model of the family)")
@@ -130,7 +131,7 @@ func runServe(args []string, stderr io.Writer, intr <-chan os.Signal) int {
 		ModelDir: *modelDir, LoadOptions: ingot.Options{Backend: *backend, Threads: *threads},
 		Parallel: *parallel, Session: ingot.SessionOptions{Context: *ctxLen, KV: *kv}, MaxQueue: q,
 		APIKey: *apiKey, RequestTimeout: *timeout, ShutdownGrace: max(*grace, time.Nanosecond), Logger: log,
-		Adapters: ads, NoPrefixCache: !*prefixCache, Lookup: *lookup, DraftDir: *draft, DraftTokens: *draftMax,
+		Adapters: ads, NoPrefixCache: !*prefixCache, NoBatch: !*batch, Lookup: *lookup, DraftDir: *draft, DraftTokens: *draftMax,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "run serve:", err)

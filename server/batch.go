@@ -1,0 +1,285 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ingot-llm/ingot/model"
+)
+
+// A batcher runs the forwards of a pool's sequences on one goroutine:
+// continuous batching. Each step decodes one token of every sequence that
+// has one ready, in one model.Batch step (each weight matrix read once for
+// all of them); between steps it prefills one chunk (Session.PrefillChunk
+// tokens) of the oldest prompt waiting, so a long prompt delays the streams
+// by one chunk's time a step, not its whole prefill. A sequence joins the
+// steps after its prompt's last chunk and leaves when its request ends:
+// at once, and within one step when its client goes away.
+//
+// Sampling, logprobs, grammar masks and emitting stay on the request's
+// goroutine (poolSlot.runLogits with a member as its forwarder): a step
+// waits for the sequences sampling their last token, for at most patience,
+// then runs with those ready; the others join the next.
+//
+// What a sequence gets does not depend on its neighbours: a prompt is
+// prefilled in the chunks one call would run, and on the CPU backend a
+// batch step computes each row as a one-token step does (see model.Batch).
+type batcher struct {
+	b *model.Batch
+
+	mu       sync.Mutex
+	decoders int       // sequences past their prompt, until they leave
+	ready    []*member // tokens to decode at the next step, in arrival order
+	prefills []*member // prompts to prefill, oldest first
+
+	wake   chan struct{} // buffered: something was queued or left
+	done   chan struct{} // closed by close
+	exited chan struct{} // closed when loop returns
+
+	ss   []*model.Session // a step's sessions and tokens, kept so a step allocates little
+	toks []int32
+	run  []*member
+
+	steps, rows, widest atomic.Int64 // steps run, tokens they decoded, and the most in one
+}
+
+// A member is one sequence's place in the batcher. Its fields but s are
+// guarded by batcher.mu.
+type member struct {
+	bt       *batcher
+	s        *model.Session
+	ctx      context.Context
+	tok      int32   // the token to decode
+	toks     []int32 // the prompt tokens left to prefill
+	decoding bool    // counted in batcher.decoders
+	running  bool    // the loop is running its forward: it can no longer be taken out
+	done     chan struct{}
+	logits   []float32 // the last forward's, the member's own copy
+	err      error
+}
+
+// patience is the longest a step waits for sequences still sampling.
+const (
+	minPatience = time.Millisecond
+	maxPatience = 50 * time.Millisecond
+)
+
+// newBatcher starts a batcher of up to n sequences of m.
+func newBatcher(m *model.Model, n int) (*batcher, error) {
+	b, err := m.NewBatch(n)
+	if err != nil {
+		return nil, err
+	}
+	bt := &batcher{b: b, wake: make(chan struct{}, 1), done: make(chan struct{}), exited: make(chan struct{})}
+	go bt.loop()
+	return bt, nil
+}
+
+// close stops the loop (no member may be waiting) and releases the batch.
+func (bt *batcher) close() error {
+	close(bt.done)
+	<-bt.exited
+	return bt.b.Close()
+}
+
+func (bt *batcher) signal() {
+	select {
+	case bt.wake <- struct{}{}:
+	default:
+	}
+}
+
+// join returns s's member; the caller leaves when its sequence ends.
+func (bt *batcher) join(s *model.Session) *member {
+	return &member{bt: bt, s: s, done: make(chan struct{}, 1)}
+}
+
+// leave takes m out of the steps.
+func (m *member) leave() {
+	bt := m.bt
+	bt.mu.Lock()
+	if m.decoding {
+		m.decoding = false
+		bt.decoders--
+	}
+	bt.mu.Unlock()
+	bt.signal()
+}
+
+// prefill runs tokens (appended to the session's cache) in chunks between
+// steps and returns the logits after the last.
+func (m *member) prefill(ctx context.Context, tokens []int32) ([]float32, error) {
+	if len(tokens) == 0 {
+		return nil, errors.New("server: no tokens to prefill")
+	}
+	bt := m.bt
+	bt.mu.Lock()
+	if m.decoding { // a sequence's prefill after decoding (echo then more) leaves the steps meanwhile
+		m.decoding = false
+		bt.decoders--
+	}
+	m.ctx, m.toks = ctx, tokens
+	bt.prefills = append(bt.prefills, m)
+	bt.mu.Unlock()
+	bt.signal()
+	return m.wait(ctx, &bt.prefills)
+}
+
+// decode runs tok at the session's next position in the next step and
+// returns the logits after it.
+func (m *member) decode(ctx context.Context, tok int32) ([]float32, error) {
+	bt := m.bt
+	bt.mu.Lock()
+	m.ctx, m.tok = ctx, tok
+	bt.ready = append(bt.ready, m)
+	bt.mu.Unlock()
+	bt.signal()
+	return m.wait(ctx, &bt.ready)
+}
+
+// wait waits for m's forward, queued in q. Cancelled, it takes m out of q
+// if its forward has not begun, else waits for it (one step or chunk): the
+// session is the loop's until then.
+func (m *member) wait(ctx context.Context, q *[]*member) ([]float32, error) {
+	bt := m.bt
+	var err error
+	select {
+	case <-m.done:
+		return m.logits, m.err
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-bt.done:
+		err = errShutdown
+	}
+	bt.mu.Lock()
+	if i := slices.Index(*q, m); i >= 0 && !m.running {
+		*q = slices.Delete(*q, i, i+1)
+		bt.mu.Unlock()
+		bt.signal()
+		return nil, err
+	}
+	bt.mu.Unlock()
+	<-m.done
+	return nil, err
+}
+
+// loop runs prefill chunks and steps until close.
+func (bt *batcher) loop() {
+	defer close(bt.exited)
+	var last time.Duration // the last step's time
+	for {
+		bt.mu.Lock()
+		for len(bt.ready) == 0 && len(bt.prefills) == 0 {
+			bt.mu.Unlock()
+			select {
+			case <-bt.wake:
+			case <-bt.done:
+				return
+			}
+			bt.mu.Lock()
+		}
+		var pf *member
+		if len(bt.prefills) > 0 {
+			pf = bt.prefills[0]
+			pf.running = true
+		}
+		bt.mu.Unlock()
+		if pf != nil {
+			bt.prefillChunk(pf)
+		}
+		bt.mu.Lock()
+		if len(bt.prefills) == 0 {
+			bt.gather(min(max(last/2, minPatience), maxPatience))
+		}
+		bt.run = append(bt.run[:0], bt.ready...)
+		bt.ready = bt.ready[:0]
+		for _, m := range bt.run {
+			m.running = true
+		}
+		bt.mu.Unlock()
+		if len(bt.run) > 0 {
+			start := time.Now()
+			bt.step(bt.run)
+			last = time.Since(start)
+		}
+	}
+}
+
+// gather waits, for at most d, until every decoding sequence has its token
+// ready, when some have. bt.mu is held.
+func (bt *batcher) gather(d time.Duration) {
+	if len(bt.ready) == 0 || len(bt.ready) >= bt.decoders {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for len(bt.ready) > 0 && len(bt.ready) < bt.decoders {
+		bt.mu.Unlock()
+		select {
+		case <-bt.wake:
+		case <-t.C:
+			bt.mu.Lock()
+			return
+		}
+		bt.mu.Lock()
+	}
+}
+
+// prefillChunk runs the next chunk of pf's prompt, and ends its prefill
+// after the last or an error.
+func (bt *batcher) prefillChunk(pf *member) {
+	n := min(len(pf.toks), pf.s.PrefillChunk())
+	logits, err := pf.s.Forward(pf.ctx, pf.toks[:n])
+	bt.mu.Lock()
+	defer bt.mu.Unlock()
+	pf.running = false
+	pf.toks = pf.toks[n:]
+	if err == nil && len(pf.toks) > 0 {
+		if err = pf.ctx.Err(); err == nil {
+			return // more chunks: it stays first in line
+		}
+	}
+	bt.prefills = slices.DeleteFunc(bt.prefills, func(m *member) bool { return m == pf })
+	pf.logits, pf.err, pf.toks = logits, err, nil
+	if err == nil {
+		pf.decoding = true
+		bt.decoders++
+	}
+	pf.done <- struct{}{}
+}
+
+// step decodes every member of run in one batch step, or, if that fails,
+// each alone, so that one sequence's error is its own.
+func (bt *batcher) step(run []*member) {
+	bt.ss, bt.toks = bt.ss[:0], bt.toks[:0]
+	for _, m := range run {
+		bt.ss, bt.toks = append(bt.ss, m.s), append(bt.toks, m.tok)
+	}
+	out, err := bt.b.Step(context.Background(), bt.ss, bt.toks)
+	if err != nil && len(run) > 1 {
+		for _, m := range run {
+			bt.step([]*member{m})
+		}
+		return
+	}
+	if err == nil {
+		bt.steps.Add(1)
+		bt.rows.Add(int64(len(run)))
+		if n := int64(len(run)); n > bt.widest.Load() {
+			bt.widest.Store(n)
+		}
+	}
+	bt.mu.Lock()
+	defer bt.mu.Unlock()
+	for j, m := range run {
+		m.running, m.err = false, err
+		if err == nil {
+			m.logits = append(m.logits[:0], out[j]...)
+		}
+		m.done <- struct{}{}
+	}
+}

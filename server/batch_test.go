@@ -1,0 +1,90 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// TestBatchSameAsAlone sends 8 different greedy requests (chat and
+// completions; with and without logprobs, streamed, n = 2, a JSON object,
+// prompts of different lengths) one at a time and then all at once to a
+// server that batches their decode steps, and wants each response's tokens
+// and logprobs to the bit as alone; and that they did decode in batches.
+func TestBatchSameAsAlone(t *testing.T) {
+	s, ts := testServer(t, Config{Parallel: 8, NoPrefixCache: true})
+	type req struct{ path, body string }
+	long := strings.Repeat(`x = x + 1\n`, 30)
+	reqs := []req{
+		{"/v1/completions", `{"prompt":"def fib(n):","max_tokens":40,"temperature":0,"logprobs":3}`},
+		{"/v1/completions", `{"prompt":"import os\n` + long + `","max_tokens":24,"temperature":0,"logprobs":1}`},
+		{"/v1/completions", `{"prompt":[[4094,755,923]],"max_tokens":32,"temperature":0,"ignore_eos":true}`},
+		{"/v1/completions", `{"prompt":"class A:","max_tokens":16,"temperature":0,"n":2,"logprobs":0}`},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"def add(a, b):"}],"max_tokens":30,"temperature":0,"logprobs":true,"top_logprobs":2}`},
+		{"/v1/chat/completions", `{"messages":[{"role":"system","content":"python"},{"role":"user","content":"sort a list"}],"max_tokens":28,"temperature":0}`},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"json"}],"max_tokens":20,"temperature":0,"logprobs":true,"response_format":{"type":"json_object"}}`},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"for i in range(10):"}],"max_tokens":36,"temperature":0,"stream":true,"logprobs":true}`},
+	}
+	run := func(r req) string {
+		resp, out := post(t, t.Context(), ts.URL+r.path, r.body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s %s: %d %s", r.path, r.body, resp.StatusCode, out)
+		}
+		return stripVolatile(t, out, strings.Contains(r.body, `"stream":true`))
+	}
+	alone := make([]string, len(reqs))
+	for i, r := range reqs {
+		alone[i] = run(r)
+	}
+	bt := s.ready.Load().sched.(*pool).batch
+	if bt == nil {
+		t.Fatal("the server does not batch the demo model")
+	}
+	if w := bt.widest.Load(); w != 1 {
+		t.Fatalf("requests one at a time decoded %d in a step", w)
+	}
+	together := make([]string, len(reqs))
+	var wg sync.WaitGroup
+	for i, r := range reqs {
+		wg.Go(func() { together[i] = run(r) })
+	}
+	wg.Wait()
+	for i := range reqs {
+		if alone[i] != together[i] {
+			t.Errorf("request %d alone:\n%s\ntogether:\n%s", i, alone[i], together[i])
+		}
+	}
+	if w := bt.widest.Load(); w < 4 {
+		t.Errorf("8 requests at once decoded at most %d in a step", w)
+	}
+	t.Logf("%d steps decoded %d tokens; at most %d in a step", bt.steps.Load(), bt.rows.Load(), bt.widest.Load())
+}
+
+// stripVolatile returns a response's choices (a stream's chunks' choices in
+// order) without the ids and timestamps that differ between responses.
+func stripVolatile(t *testing.T, b []byte, stream bool) string {
+	t.Helper()
+	var out []string
+	parts := []string{string(b)}
+	if stream {
+		parts = nil
+		for _, ev := range readSSE(t, b) {
+			if ev.data != "[DONE]" {
+				parts = append(parts, ev.data)
+			}
+		}
+	}
+	for _, p := range parts {
+		var v struct {
+			Choices json.RawMessage `json:"choices"`
+			Usage   json.RawMessage `json:"usage"`
+		}
+		if err := json.Unmarshal([]byte(p), &v); err != nil {
+			t.Fatalf("%v in %s", err, p)
+		}
+		out = append(out, fmt.Sprintf("%s %s", v.Choices, v.Usage))
+	}
+	return strings.Join(out, "\n")
+}
