@@ -55,8 +55,9 @@ type Metal struct {
 	kvF16 bool // f16 is the KV cache default (see DefaultKV)
 
 	// Command buffer splitting (see metal.WorkLimiter): work is the sum over
-	// cb's dispatches of max(rows, 64), rows the tokens of the forward call
-	// being encoded.
+	// cb's dispatches of their estimated work: max(rows, 64), rows the tokens
+	// of the forward call being encoded, or the op's own estimate (prefill
+	// attention's grows with the KV length, see attnWork).
 	workLimit, work, rows int
 
 	// Hazard tracking since the last barrier (buffer granularity).
@@ -71,6 +72,7 @@ type Metal struct {
 		bufs  [16]callBuf
 		nbufs int
 		tg    [2]int
+		work  int // the dispatch's estimated work; 0: max(rows, 64)
 	}
 
 	attnPart  metal.Buffer    // flash-decoding partials, grown on demand
@@ -449,7 +451,7 @@ func (m *Metal) fail(err error) {
 // args, in, out, bytes and tgmem, then call run.
 func (m *Metal) begin(name string) {
 	c := &m.call
-	c.name, c.pipe, c.nargs, c.nbufs, c.tg = name, m.pipeline(name), 0, 0, [2]int{}
+	c.name, c.pipe, c.nargs, c.nbufs, c.tg, c.work = name, m.pipeline(name), 0, 0, [2]int{}, 0
 }
 
 // setArgs makes v (a mirror of a common.h struct) the kernel's [[buffer(0)]].
@@ -537,7 +539,11 @@ func (m *Metal) run(groups, threads metal.Size) {
 	m.last = c.name
 	m.stats.Dispatches++
 	if m.workLimit > 0 {
-		if m.work += max(m.rows, 64); m.work >= m.workLimit {
+		w := c.work
+		if w == 0 {
+			w = max(m.rows, 64)
+		}
+		if m.work += w; m.work >= m.workLimit {
 			m.commit() // after the dispatch: its transient buffers go with it
 		}
 	}
@@ -552,6 +558,18 @@ func (m *Metal) startCall(rows int) {
 		m.commit()
 	}
 }
+
+// attnKeys is the number of keys over which a query row of prefill attention
+// counts as one unit of command-buffer work, like one token through one
+// mat-mul dispatch. An estimate: per row and key, attention does 4·H·Dh
+// flops in a scalar kernel, where a projection does 2·D per output row in
+// simdgroup matrices, several times faster a flop; at a few thousand keys a
+// row of attention costs tens of projection rows, and it grows with the KV.
+const attnKeys = 256
+
+// attnWork is the estimated command-buffer work of one query row of
+// prefill attention over n keys (see metal.WorkLimiter).
+func attnWork(n int) int { return max(1, (n+attnKeys-1)/attnKeys) }
 
 // hazard reports whether the dispatch being encoded reads a buffer written, or
 // writes a buffer read or written, since the last barrier.

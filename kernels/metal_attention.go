@@ -79,17 +79,34 @@ func (m *Metal) Attention(dst, q, k, v *Tensor, pos int, p *AttnParams) {
 		}
 	}
 	rows := max(1, min(attnWarps, attnMaxSG)/group)
-	a.Rows, a.Splits, a.SplitLen = uint32(rows), 1, uint32(pos+L)
+	a.Rows, a.Splits = uint32(rows), 1
 	name := "attn_prefill_f32"
 	if k.DType == DTypeF16 {
 		name = "attn_prefill_f16_f32"
 	}
-	m.begin(name)
-	setArgs(m, a)
-	m.bindAttn(q, k, v, blk, Dh)
-	m.out(4, dst)
-	m.bindSinks(5, q, p.Sinks)
-	m.run(metal.Size{W: Hkv, H: (L + rows - 1) / rows, D: 1}, metal.Size{W: 32 * rows * group, H: 1, D: 1})
+	// On a device that limits command buffers, the rows run in blocks whose
+	// estimated work is at most half the limit, each its own dispatch (rows
+	// are independent: the bits are those of one dispatch), so the
+	// command buffers shrink as the KV length grows (see attnWork).
+	per, step := attnWork(pos+L), L
+	if m.workLimit > 0 {
+		step = max(rows, m.workLimit/2/per/rows*rows)
+	}
+	for r0 := 0; r0 < L; r0 += step {
+		r1 := min(L, r0+step)
+		qs, ds := q, dst
+		if step < L {
+			qs, ds = q.Rows(r0, r1), dst.Rows(r0, r1)
+		}
+		a.L, a.Pos, a.SplitLen = uint32(r1-r0), uint32(pos+r0), uint32(pos+r1)
+		m.begin(name)
+		m.call.work = max((r1-r0)*per, 64)
+		setArgs(m, a)
+		m.bindAttn(qs, k, v, blk, Dh)
+		m.out(4, ds)
+		m.bindSinks(5, qs, p.Sinks)
+		m.run(metal.Size{W: Hkv, H: (r1 - r0 + rows - 1) / rows, D: 1}, metal.Size{W: 32 * rows * group, H: 1, D: 1})
+	}
 }
 
 // bindSinks binds the attention sinks at [[buffer(i)]] (setBytes), or, when
