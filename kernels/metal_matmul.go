@@ -28,6 +28,8 @@ const (
 	mmLD = 40 // MM_LD: row stride of the staged tiles in elements; two copies of each
 
 	kqBM, kqBN, kqBK = 32, 32, 32 // KQ_BM… and MX_BM…: 32×32 tiles of f32
+
+	mvbMaxL = 8 // MVB_MAXL: tokens per matvecb dispatch at most
 )
 
 // Kernel names by weight dtype (_v8: dense, _v16: q4 and q8 only), made
@@ -35,13 +37,14 @@ const (
 var (
 	matvecNames, matvecV8Names, matvecV16Names [DTypeQ6K + 1]string
 	matmulNames                                [DTypeQ6K + 1]string
+	matvecBNames                               [DTypeQ6K + 1]string // matvecb_<w>_f32_v8 (dense), _v16 (q4, q8)
 )
 
 // affineNames are the kernel names of affine weights whose scales and biases
 // are 16-bit, as MLX stores them and Apple-shaped kernels read them: by op
 // (affMatvec…), then scale dtype (0: f16, 1: bf16), then weight dtype. The
 // f32 tables above name the kernels of f32 scales and biases.
-var affineNames [4][2][DTypeQ8 + 1]string
+var affineNames [5][2][DTypeQ8 + 1]string
 
 // Ops of affineNames.
 const (
@@ -49,6 +52,7 @@ const (
 	affMatvecV16        // matvec_<w>_f32_v16_<sb> (q4, q8)
 	affMatmul           // matmul_<w>_f32_<sb>
 	affEmbed            // embed_<w>_f32_<sb>
+	affMatvecB          // matvecb_<w>_f32_v16_<sb> (q4, q8)
 )
 
 // affineName returns f32, the kernel for w with f32 scales and biases (or
@@ -73,6 +77,7 @@ func init() {
 			affineNames[affMatvecV16][i][d] = "matvec_" + d.String() + "_f32_v16" + sb
 			affineNames[affMatmul][i][d] = "matmul_" + d.String() + "_f32" + sb
 			affineNames[affEmbed][i][d] = "embed_" + d.String() + "_f32" + sb
+			affineNames[affMatvecB][i][d] = "matvecb_" + d.String() + "_f32_v16" + sb
 		}
 	}
 	for d := range matvecNames {
@@ -80,6 +85,12 @@ func init() {
 		matvecV8Names[d] = matvecNames[d] + "_v8"
 		matvecV16Names[d] = matvecNames[d] + "_v16"
 		matmulNames[d] = "matmul_" + DType(d).String() + "_f32"
+		switch dt := DType(d); {
+		case dt.Float():
+			matvecBNames[d] = "matvecb_" + dt.String() + "_f32_v8"
+		case dt == DTypeQ4 || dt == DTypeQ8:
+			matvecBNames[d] = "matvecb_" + dt.String() + "_f32_v16"
+		}
 	}
 }
 
@@ -100,6 +111,41 @@ func (m *Metal) MatMuls(dst []*Tensor, x *Tensor, w []*Tensor) {
 	}
 	for i := range w {
 		m.MatMul(dst[i], x, w[i])
+	}
+}
+
+// MatVecs is MatMuls with every row of x computed as a one-row call
+// computes it (see [MatVecser]): on Apple-shaped kernels each block of up
+// to 8 rows runs the small-batch mat-vec where it applies (matvecBName; a
+// row's bits are the one-token mat-vec's), any other row a one-row MatMul
+// of its own, as do all rows on NVIDIA-shaped kernels. Rows are equal to
+// one-row calls where x's row stride keeps every row on the alignment of
+// the first (K a multiple of 4 floats), as in every model shape.
+func (m *Metal) MatVecs(dst []*Tensor, x *Tensor, w []*Tensor) {
+	L := x.NumRows()
+	if L <= 1 {
+		m.MatMuls(dst, x, w)
+		return
+	}
+	if len(dst) != len(w) || len(w) > 4 {
+		panic(fmt.Sprintf("kernels: MatVecs: %d outputs for %d weights (at most 4)", len(dst), len(w)))
+	}
+	for i, wi := range w {
+		_, _, K := mustMatMul("MatVecs", dst[i], x, wi)
+		for r0 := 0; r0 < L; r0 += mvbMaxL {
+			r1 := min(L, r0+mvbMaxL)
+			xs, ds := x, dst[i]
+			if r0 > 0 || r1 < L {
+				xs, ds = x.Rows(r0, r1), dst[i].Rows(r0, r1)
+			}
+			if m.shape == shapeApple && r1-r0 >= 2 && m.matvecBName(wi, xs, K) != "" {
+				m.MatMul(ds, xs, wi)
+				continue
+			}
+			for l := r0; l < r1; l++ {
+				m.MatMul(dst[i].Rows(l, l+1), x.Rows(l, l+1), wi)
+			}
+		}
 	}
 }
 
@@ -135,7 +181,11 @@ func mustMatMul(op string, dst, x, w *Tensor) (L, N, K int) {
 // MatMul computes dst (L, N) = x (L, K) · wᵀ for w (N, K) in any [DType].
 //
 // Kernel selection (ggml get_pipeline_mul_mv): L = 1 is a bandwidth-bound
-// mat-vec (matvec_<w>_f32: every weight byte read once, x in registers); L > 1
+// mat-vec (matvec_<w>_f32: every weight byte read once, x in registers);
+// 2 ≤ L ≤ 8 on Apple-shaped kernels the small-batch mat-vec where the
+// one-token one is a _v8 or _v16 kernel (matvecb_<w>_f32_*, see
+// matvecBName: the weights read once for all L tokens, each token's output
+// bit for bit the one-token mat-vec's); other L > 1
 // uses the tiled mat-mat (matmul_<w>_f32: 32×64 output tiles with simdgroup 8×8
 // matrices, w dequantized into threadgroup memory and reused by 32 tokens,
 // double-buffered; K-quants and MXFP4 32×32 tiles).
@@ -160,6 +210,18 @@ func (m *Metal) MatMul(dst, x, w *Tensor) {
 		return
 	}
 	a := matvecArgs{K: uint32(K), N: uint32(N), GroupSize: uint32(w.GroupSize), L: uint32(L)}
+	if L >= 2 && L <= mvbMaxL && m.shape == shapeApple {
+		if name := m.matvecBName(w, x, K); name != "" {
+			// (⌈N/8⌉, 1) threadgroups of 2 simdgroups, 4 weight rows each
+			// for all L tokens: the weights read once.
+			m.begin(name)
+			setArgs(m, a)
+			m.bindMat(w, x, dst)
+			m.run(metal.Size{W: (N + mvRows*mvSG - 1) / (mvRows * mvSG), H: 1, D: 1}, metal.Size{W: 32 * mvSG, H: 1, D: 1})
+			m.stats.WeightBytes += weightBytes(w, N)
+			return
+		}
+	}
 	if L == 1 {
 		// (⌈N/8⌉, L) threadgroups of 2 simdgroups, 4 rows each.
 		name := affineName(matvecNames[w.DType], affMatvec, w)
@@ -198,6 +260,21 @@ func (m *Metal) MatMul(dst, x, w *Tensor) {
 		m.run(metal.Size{W: (N + kqBN - 1) / kqBN, H: (L + kqBM - 1) / kqBM, D: 1}, metal.Size{W: 128, H: 1, D: 1})
 	}
 	m.stats.WeightBytes += weightBytes(w, N)
+}
+
+// matvecBName returns the small-batch mat-vec (shaders/matvec_batch.metal)
+// for w and x, or "" where the one-token mat-vec would not run its _v8 or
+// _v16 kernel on each of x's rows (the batch kernels compute a row as those
+// do, bit for bit): dense w with K a multiple of 8 and w and x at 16-byte
+// offsets; q4 and q8 codes at even offsets and x at a 16-byte one.
+func (m *Metal) matvecBName(w, x *Tensor, K int) string {
+	switch {
+	case w.DType.Float() && K%8 == 0 && w.Off%16 == 0 && x.Off%16 == 0:
+		return matvecBNames[w.DType]
+	case (w.DType == DTypeQ4 || w.DType == DTypeQ8) && w.Off%2 == 0 && x.Off%16 == 0 && !m.noV16:
+		return affineName(matvecBNames[w.DType], affMatvecB, w)
+	}
+	return ""
 }
 
 // bindMat binds the buffers shared by matvec and matmul: w, x, y, then the
