@@ -54,7 +54,9 @@ const CommandBufferWork = 64 * 64
 // while the display is in use (status 5, "Impacting Interactivity"), so the
 // backend commits the one it is encoding, without waiting for it, once its
 // work reaches CommandBufferWork: the sum over its dispatches of the rows
-// (tokens) of the forward call they belong to, counted as at least 64 each.
+// (tokens) of the forward call they belong to, counted as at least 64 each
+// (prefill attention counts more per row as the KV grows, and runs its rows
+// in blocks that fit: see package kernels' attnWork).
 // Devices that replay whole
 // command buffers (CUDA graphs keyed by their kernel sequence) do not
 // implement it, and get one command buffer per synchronization.
