@@ -115,15 +115,17 @@ func (m *Metal) MatMuls(dst []*Tensor, x *Tensor, w []*Tensor) {
 }
 
 // MatVecs is MatMuls with every row of x computed as a one-row call
-// computes it (see [MatVecser]): on Apple-shaped kernels each block of up
+// computes it (see [MatVecser]), on Apple-shaped kernels: each block of up
 // to 8 rows runs the small-batch mat-vec where it applies (matvecBName; a
 // row's bits are the one-token mat-vec's), any other row a one-row MatMul
-// of its own, as do all rows on NVIDIA-shaped kernels. Rows are equal to
-// one-row calls where x's row stride keeps every row on the alignment of
-// the first (K a multiple of 4 floats), as in every model shape.
+// of its own. Rows are equal to one-row calls where x's row stride keeps
+// every row on the alignment of the first (K a multiple of 4 floats), as in
+// every model shape. NVIDIA-shaped kernels have no such mat-vec: there
+// MatVecs is MatMuls (rows not batch-invariant), as [MatVecs] was for every
+// Metal device before, rather than L one-row launches per weight.
 func (m *Metal) MatVecs(dst []*Tensor, x *Tensor, w []*Tensor) {
 	L := x.NumRows()
-	if L <= 1 {
+	if L <= 1 || m.shape != shapeApple {
 		m.MatMuls(dst, x, w)
 		return
 	}
@@ -138,7 +140,7 @@ func (m *Metal) MatVecs(dst []*Tensor, x *Tensor, w []*Tensor) {
 			if r0 > 0 || r1 < L {
 				xs, ds = x.Rows(r0, r1), dst[i].Rows(r0, r1)
 			}
-			if m.shape == shapeApple && r1-r0 >= 2 && m.matvecBName(wi, xs, K) != "" {
+			if r1-r0 >= 2 && m.matvecBName(wi, xs, K) != "" {
 				m.MatMul(ds, xs, wi)
 				continue
 			}
