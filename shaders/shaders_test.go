@@ -10,9 +10,20 @@ func TestFiles(t *testing.T) {
 	if len(fs) < 2 || fs[0].Name != Header {
 		t.Fatalf("Files() = %d files starting with %q, want %s first", len(fs), fs[0].Name, Header)
 	}
+	metal := false
 	for _, f := range fs[1:] {
+		if strings.HasSuffix(f.Name, ".h") {
+			if metal {
+				t.Errorf("header %s after a .metal file", f.Name)
+			}
+			if !strings.HasPrefix(f.Source, "// "+f.Name+":") {
+				t.Errorf("%s does not open with its header comment (// %s: …)", f.Name, f.Name)
+			}
+			continue
+		}
+		metal = true
 		if !strings.HasSuffix(f.Name, ".metal") {
-			t.Errorf("%s: not a .metal file", f.Name)
+			t.Errorf("%s: not a .metal or .h file", f.Name)
 		}
 		if !strings.Contains(f.Source, `#include "common.h"`) {
 			t.Errorf("%s does not include common.h", f.Name)
@@ -29,8 +40,10 @@ func TestFiles(t *testing.T) {
 // readable).
 func TestSource(t *testing.T) {
 	src := Source()
-	if strings.Contains(src, `#include "common.h"`) {
-		t.Error(`Source() still includes "common.h"`)
+	for _, f := range Files() {
+		if strings.HasSuffix(f.Name, ".h") && strings.Contains(src, `#include "`+f.Name+`"`) {
+			t.Errorf(`Source() still includes %q`, f.Name)
+		}
 	}
 	lines := strings.Split(src, "\n")
 	at := 0
@@ -46,7 +59,7 @@ func TestSource(t *testing.T) {
 		flines := strings.Split(strings.TrimSuffix(f.Source, "\n"), "\n")
 		for j, l := range flines {
 			got := lines[i+1+j]
-			if strings.TrimSpace(l) == `#include "common.h"` {
+			if s := strings.TrimSpace(l); strings.HasPrefix(s, `#include "`) && strings.HasSuffix(s, `.h"`) {
 				l = ""
 			}
 			if got != l {

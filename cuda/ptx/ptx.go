@@ -3,10 +3,15 @@
 // internal/msl and clang 19 (go generate ./cuda/ptx), committed, and embedded
 // here, so building ingot needs neither clang nor the CUDA SDK.
 //
-// The modules target sm_70 with PTX ISA 7.0: any driver from R450 (CUDA 11.0)
-// JIT-compiles them for every GPU since Volta. [Kernels] describes each entry
-// point's parameters, so a host can map Metal's bindings onto a launch: see
-// [Param]. Load a module with package cuda (cuda.Context.LoadModule).
+// The modules use PTX ISA 7.0, which any driver from R450 (CUDA 11.0) reads,
+// and target sm_70, so that the driver JIT-compiles them for every GPU since
+// Volta, except a .metal file with a line "//ingot:ptx-target sm_80" (see
+// internal/msl's README): its module targets that architecture (sm_80: the
+// bf16 tensor-core mma of shaders/mma.h) and loads only on a GPU of compute
+// capability 8.0 or later. [Target] says which. [Kernels] describes each
+// entry point's parameters, so a host can map Metal's bindings onto a
+// launch: see [Param]. Load a module with package cuda
+// (cuda.Context.LoadModule).
 //
 // The package holds data only: it knows nothing of the driver (package cuda)
 // or of ops (package kernels).
@@ -80,6 +85,30 @@ func Source(name string) (string, bool) {
 		return "", false
 	}
 	return string(b), true
+}
+
+// Target returns the compute capability module name targets (its .target
+// line: sm_70 is 7, 0; sm_80 is 8, 0), and false if there is no such module.
+// A GPU of a lower compute capability cannot load the module.
+func Target(name string) (major, minor int, ok bool) {
+	src, ok := Source(name)
+	if !ok {
+		return 0, 0, false
+	}
+	for _, line := range strings.Split(src, "\n") {
+		if sm, found := strings.CutPrefix(line, ".target sm_"); found {
+			digits := strings.IndexFunc(sm, func(r rune) bool { return r < '0' || r > '9' })
+			if digits < 0 {
+				digits = len(sm)
+			}
+			n, err := strconv.Atoi(sm[:digits])
+			if err != nil {
+				return 0, 0, false
+			}
+			return n / 10, n % 10, true
+		}
+	}
+	return 0, 0, false
 }
 
 // Kernels returns every entry point, sorted by name.

@@ -53,6 +53,7 @@ type Device struct {
 	name   string
 	total  int64
 	driver int
+	cc     [2]int // compute capability (major, minor)
 
 	mu     sync.Mutex
 	pipes  map[string]*pipeline
@@ -132,6 +133,9 @@ func (d *Device) loop(o Options, opened chan<- error) {
 		if err == nil {
 			d.driver, err = c.DriverVersion()
 		}
+		if err == nil {
+			d.cc[0], d.cc[1], err = c.ComputeCapability()
+		}
 		if err != nil {
 			c.Close()
 		}
@@ -180,6 +184,11 @@ func (d *Device) Name() string { return d.name }
 
 // DriverVersion is the CUDA driver API version (13000 for 13.0).
 func (d *Device) DriverVersion() int { return d.driver }
+
+// ComputeCapability is the GPU's compute capability (9, 0 for an H100).
+// Package kernels picks kernels by it; Pipeline refuses a kernel whose PTX
+// module targets a later architecture (cuda/ptx.Target).
+func (d *Device) ComputeCapability() (major, minor int) { return d.cc[0], d.cc[1] }
 
 // MaxWorkingSet is the device memory free now (admission's limit).
 func (d *Device) MaxWorkingSet() int64 {
@@ -298,6 +307,9 @@ func (d *Device) Pipeline(name string) (metal.Pipeline, error) {
 	k, ok := ptx.Lookup(name)
 	if !ok {
 		return nil, fmt.Errorf("cudadev: no kernel %q in the PTX (go generate ./cuda/ptx)", name)
+	}
+	if major, minor, ok := ptx.Target(k.Module); ok && (major > d.cc[0] || major == d.cc[0] && minor > d.cc[1]) {
+		return nil, fmt.Errorf("cudadev: kernel %q (module %s) targets sm_%d%d; the GPU's compute capability is %d.%d", name, k.Module, major, minor, d.cc[0], d.cc[1])
 	}
 	p = &pipeline{k: k}
 	err := d.do(func() error {

@@ -31,19 +31,57 @@ const PTXClangMajor = 19
 // __INGOT_PTX__ instead.
 const ptxDefines = "-D__METAL_VERSION__=310 -D__HAVE_BFLOAT__=1 -D__INGOT_PTX__=1"
 
-// ptxFlags compile a unit to PTX ISA 7.0 for sm_70 (Volta): any driver from
-// R450 JITs it for every GPU since. Division and sqrt are IEEE (div.rn,
+// ptxFlags compile a unit to PTX ISA 7.0, for sm_70 (Volta) unless the file
+// asks for a later target (see ptxTarget): any driver from R450 JITs an
+// sm_70 module for every GPU since. Division and sqrt are IEEE (div.rn,
 // sqrt.rn), and a·b + c is not contracted into an fma, as on the
 // interpreter: a kernel computes the same bits on both, so the interpreter's
 // tests speak for the GPU (an MLX dequantization, float(scale·q) + bias, is
-// exact). Kernels that want an fma call fma().
+// exact). Kernels that want an fma call fma(). The -march flag is appended
+// per unit.
 var ptxFlags = []string{
 	"-x", "clcpp", "-cl-std=clc++2021", "-cl-no-stdinc",
 	"-Xclang", "-cl-ext=+cl_khr_fp16,+__cl_clang_function_pointers,+__cl_clang_variadic_functions," +
 		"+__opencl_c_generic_address_space,+__opencl_c_program_scope_global_variables",
 	"-cl-fp32-correctly-rounded-divide-sqrt", "-ffp-contract=off",
-	"--target=nvptx64-nvidia-cuda", "-march=sm_70", "-Xclang", "-target-feature", "-Xclang", "+ptx70",
+	"--target=nvptx64-nvidia-cuda", "-Xclang", "-target-feature", "-Xclang", "+ptx70",
 	"-O3", "-S", "-ferror-limit=20", "-Wno-unknown-attributes",
+}
+
+// PTXTargets are the targets a .metal file may ask for with a line
+//
+//	//ingot:ptx-target sm_80
+//
+// (at most one, anywhere in the file; the default is sm_70). All compile to
+// PTX ISA 7.0, which every driver from R450 reads; a later target lets the
+// module use that architecture's instructions (sm_80: mma.sync with bf16,
+// see shaders/mma.h), and the module then loads only on a GPU of at least
+// that compute capability. The unit sees the target as __INGOT_PTX_SM__ (70,
+// 75 or 80).
+var PTXTargets = []string{"sm_70", "sm_75", "sm_80"}
+
+// ptxDefaultTarget is the target of a file without an //ingot:ptx-target line.
+const ptxDefaultTarget = "sm_70"
+
+var ptxTargetLine = regexp.MustCompile(`(?m)^//ingot:ptx-target[ \t]+(\S*)[ \t]*$`)
+
+// ptxTarget returns the target file asks for (see PTXTargets).
+func ptxTarget(f File) (string, error) {
+	m := ptxTargetLine.FindAllStringSubmatchIndex(f.Source, -1)
+	if len(m) == 0 {
+		return ptxDefaultTarget, nil
+	}
+	line := strings.Count(f.Source[:m[0][0]], "\n") + 1
+	if len(m) > 1 {
+		return "", fmt.Errorf("msl: ptx: %s:%d: more than one //ingot:ptx-target line", f.Name, line)
+	}
+	target := f.Source[m[0][2]:m[0][3]]
+	for _, t := range PTXTargets {
+		if t == target {
+			return target, nil
+		}
+	}
+	return "", fmt.Errorf("msl: ptx: %s:%d: //ingot:ptx-target %q: want one of %s (PTX ISA 7.0)", f.Name, line, target, strings.Join(PTXTargets, ", "))
 }
 
 // PTXOptions configures [GeneratePTX].
@@ -263,12 +301,18 @@ func GeneratePTX(files []File, opts PTXOptions) ([]PTXModule, error) {
 				errs[i] = err
 				return
 			}
+			target, err := ptxTarget(u)
+			if err != nil {
+				errs[i] = err
+				return
+			}
 			unit := name + ".ptx.cpp"
 			if err := write(filepath.Join(bldDir, unit), src); err != nil {
 				errs[i] = err
 				return
 			}
-			args := append(append(append([]string(nil), ptxFlags...), strings.Fields(ptxDefines)...), "-I", incDir, "-iquote", bldDir, unit, "-o", "-")
+			args := append(append([]string(nil), ptxFlags...), "-march="+target, "-D__INGOT_PTX_SM__="+strings.TrimPrefix(target, "sm_"))
+			args = append(append(args, strings.Fields(ptxDefines)...), "-I", incDir, "-iquote", bldDir, unit, "-o", "-")
 			out, err := clang(bldDir, args...)
 			if err != nil {
 				errs[i] = fmt.Errorf("msl: ptx: compile %s: %w", u.Name, err)

@@ -162,3 +162,55 @@ func TestPTXClangPinned(t *testing.T) {
 		t.Errorf("FindPTXClang(clang 18) = %v", err)
 	}
 }
+
+// TestPTXTarget checks the per-file target: a file with the line
+// "//ingot:ptx-target sm_80" compiles for sm_80 (and a call of shaders/mma.h's
+// mma_m16n8k16_bf16 there is the tensor-core instruction), every other file
+// for sm_70, where the same call does not compile; a bad or repeated target
+// line is an error naming the file and line.
+func TestPTXTarget(t *testing.T) {
+	requirePTXClang(t)
+	var mma msl.File
+	for _, f := range shaders.Files() {
+		if f.Name == "mma.h" {
+			mma = msl.File{Name: f.Name, Source: f.Source}
+		}
+	}
+	if mma.Name == "" {
+		t.Fatal("shaders.Files() has no mma.h")
+	}
+	const kernel = `#include <metal_stdlib>
+#include "mma.h"
+using namespace metal;
+kernel void k(device const uint4 * a [[buffer(0)]], device float4 * d [[buffer(1)]], ushort lane [[thread_index_in_simdgroup]]) {
+    d[lane] = mma_m16n8k16_bf16(d[lane], a[lane], a[lane].xy, lane);
+}
+`
+	plain := `#include <metal_stdlib>
+kernel void p(device float * y [[buffer(0)]], uint i [[thread_position_in_grid]]) { y[i] += 1.0f; }
+`
+	mods, err := msl.GeneratePTX([]msl.File{mma, {Name: "a.metal", Source: "//ingot:ptx-target sm_80\n" + kernel}, {Name: "b.metal", Source: plain}}, msl.PTXOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{".target sm_80", ".target sm_70"} {
+		if !strings.Contains(mods[i].PTX, want) || !strings.Contains(mods[i].PTX, ".version 7.0") {
+			t.Errorf("%s: no %q (PTX ISA 7.0) in the PTX", mods[i].Name, want)
+		}
+	}
+	if !strings.Contains(mods[0].PTX, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") {
+		t.Error("a.metal: no mma.sync in the PTX")
+	}
+	for _, tc := range []struct{ name, src, want string }{
+		{"sm_70", kernel, "needs sm_80"},
+		{"unknown", "//ingot:ptx-target sm_90\n" + plain, "k.metal:1: //ingot:ptx-target \"sm_90\": want one of sm_70, sm_75, sm_80"},
+		{"twice", "//ingot:ptx-target sm_80\n\n//ingot:ptx-target sm_80\n" + plain, "k.metal:1: more than one //ingot:ptx-target line"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := msl.GeneratePTX([]msl.File{mma, {Name: "k.metal", Source: tc.src}}, msl.PTXOptions{})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}

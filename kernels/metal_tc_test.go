@@ -1,0 +1,284 @@
+package kernels
+
+import (
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"os"
+	"testing"
+
+	"github.com/ingot-llm/ingot/internal/msl"
+	"github.com/ingot-llm/ingot/internal/msl/msltest"
+	"github.com/ingot-llm/ingot/kernels/cpu"
+	"github.com/ingot-llm/ingot/metal"
+)
+
+// mmaTestSource holds test kernels of shaders/mma.h: mma_frag runs one
+// mma_m16n8k16_bf16 a simdgroup on fragments made by the host; mma_tile
+// stages a row-major A and a "col" B in threadgroup memory (stride 12 words),
+// loads the fragments with mma_load_a and mma_load_b, and writes D row-major
+// from the C/D layout; mma_split writes mma_split3's pieces of each x.
+const mmaTestSource = `#include <metal_stdlib>
+#include "mma.h"
+using namespace metal;
+
+kernel void mma_frag(device const uint4 * a [[buffer(0)]], device const uint2 * b [[buffer(1)]],
+                     device const float4 * c [[buffer(2)]], device float4 * d [[buffer(3)]],
+                     uint tg [[threadgroup_position_in_grid]], ushort lane [[thread_index_in_simdgroup]]) {
+    const uint i = tg * 32 + lane;
+    d[i] = mma_m16n8k16_bf16(c[i], a[i], b[i], lane);
+}
+
+kernel void mma_tile(device const uint * a [[buffer(0)]], device const uint * b [[buffer(1)]],
+                     device float * d [[buffer(2)]], threadgroup uint * s [[threadgroup(0)]],
+                     ushort lane [[thread_index_in_simdgroup]]) {
+    for (uint i = lane; i < 16 * 8; i += 32) {
+        s[i / 8 * 12 + i % 8] = a[i];
+    }
+    for (uint i = lane; i < 8 * 8; i += 32) {
+        s[16 * 12 + i / 8 * 12 + i % 8] = b[i];
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const float4 r = mma_m16n8k16_bf16(float4(0.0f), mma_load_a(s, 12, lane), mma_load_b(s + 16 * 12, 12, lane), lane);
+    const uint g = lane / 4, t = lane % 4;
+    d[g * 8 + 2 * t] = r.x;
+    d[g * 8 + 2 * t + 1] = r.y;
+    d[(g + 8) * 8 + 2 * t] = r.z;
+    d[(g + 8) * 8 + 2 * t + 1] = r.w;
+}
+
+kernel void mma_split(device const float * x [[buffer(0)]], device uint4 * p [[buffer(1)]],
+                      uint i [[thread_position_in_grid]]) {
+    uint hi, mid, lo;
+    mma_split3(x[i], hi, mid, lo);
+    p[i] = uint4(hi, mid, lo, 0);
+}
+`
+
+// mmaDevice returns the interpreter with the shaders and mmaTestSource's
+// kernels. The tests of mma.h alone run on the interpreter only: on a GPU
+// backend (INGOT_TEST_BACKEND) the kernels that use it run in
+// TestMetalMatMulTC.
+func mmaDevice(t *testing.T) *msl.Device {
+	if b := os.Getenv("INGOT_TEST_BACKEND"); b != "" && b != "metal-emu" {
+		t.Skipf("mma.h's test kernels run on the interpreter (INGOT_TEST_BACKEND=%s)", b)
+	}
+	return msltest.Open(t, append(ShaderFiles(), msl.File{Name: "mma_test.metal", Source: mmaTestSource})...)
+}
+
+// mmaRun dispatches kernel name on dev with the buffers (each bound at its
+// index) and groups threadgroups of threads threads, tg bytes of threadgroup
+// memory at [[threadgroup(0)]] if tg > 0, and returns the buffers' bytes after.
+func mmaRun(t *testing.T, dev *msl.Device, name string, groups, threads, tg int, bufs ...[]byte) [][]byte {
+	t.Helper()
+	p, err := dev.Pipeline(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, err := dev.CommandBuffer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := cb.Encoder()
+	e.SetPipeline(p)
+	var mb []metal.Buffer
+	for i, b := range bufs {
+		buf, err := dev.NewBuffer(len(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer buf.Release()
+		copy(buf.Contents(), b)
+		e.SetBuffer(i, buf, 0)
+		mb = append(mb, buf)
+	}
+	if tg > 0 {
+		e.SetThreadgroupMemory(0, tg)
+	}
+	e.Dispatch(metal.Size{W: groups, H: 1, D: 1}, metal.Size{W: threads, H: 1, D: 1})
+	e.End()
+	cb.Commit()
+	if err := cb.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	out := make([][]byte, len(mb))
+	for i, b := range mb {
+		out[i] = append([]byte(nil), b.Contents()...)
+	}
+	return out
+}
+
+// mmaProblem is one D = A·B + C of mma.m16n8k16: A (16, 16) and B (16, 8) bf16
+// bits, C (16, 8).
+type mmaProblem struct {
+	A [16][16]uint16
+	B [16][8]uint16
+	C [16][8]float32
+}
+
+// randMMA returns a problem of random bf16 values of mixed magnitudes
+// (integers: small integers, so that every sum is exact).
+func randMMA(r *rand.Rand, integers bool) mmaProblem {
+	var p mmaProblem
+	val := func() float32 {
+		if integers {
+			return float32(r.IntN(33) - 16)
+		}
+		return float32(r.NormFloat64() * math.Exp2(float64(r.IntN(9)-4)))
+	}
+	for i := range 16 {
+		for k := range 16 {
+			p.A[i][k] = cpu.F32ToBF16(val())
+		}
+		for n := range 8 {
+			p.B[i][n] = cpu.F32ToBF16(val())
+			p.C[i][n] = val()
+		}
+	}
+	return p
+}
+
+// want returns D = A·B + C in float64 and the bound on an f32 evaluation's
+// error per element: the 16 products are exact in f32, and each of the 16
+// additions to the running sum rounds off at most 2⁻²⁴ of a partial sum no
+// larger than |C| + Σ|A·B|, so |error| ≤ 16·2⁻²⁴·(|C| + Σ|A·B|).
+func (p *mmaProblem) want() (d, bound [16][8]float64) {
+	for i := range 16 {
+		for n := range 8 {
+			s, a := float64(p.C[i][n]), math.Abs(float64(p.C[i][n]))
+			for k := range 16 {
+				prod := float64(cpu.BF16ToF32(p.A[i][k])) * float64(cpu.BF16ToF32(p.B[k][n]))
+				s += prod
+				a += math.Abs(prod)
+			}
+			d[i][n], bound[i][n] = s, 16*0x1p-24*a
+		}
+	}
+	return d, bound
+}
+
+func pack(lo, hi uint16) uint32 { return uint32(lo) | uint32(hi)<<16 }
+
+// TestMMAFragments runs mma_m16n8k16_bf16 on fragments laid out as the PTX ISA
+// documents them (groupID g = lane/4, threadID_in_group t = lane%4), built
+// here from A, B and C, for random problems (four simdgroups a dispatch, each
+// its own problem) and problems of small integers (exact), against the
+// float64 product.
+func TestMMAFragments(t *testing.T) {
+	dev := mmaDevice(t)
+	r := rand.New(rand.NewPCG(1, 2))
+	for round, integers := range []bool{false, false, true} {
+		const groups = 4
+		var ps [groups]mmaProblem
+		a := make([]byte, groups*32*16)
+		b := make([]byte, groups*32*8)
+		c := make([]byte, groups*32*16)
+		for w := range groups {
+			ps[w] = randMMA(r, integers)
+			p := &ps[w]
+			for lane := range 32 {
+				g, tq := lane/4, lane%4
+				i := w*32 + lane
+				for j, v := range [4]uint32{
+					pack(p.A[g][2*tq], p.A[g][2*tq+1]), pack(p.A[g+8][2*tq], p.A[g+8][2*tq+1]),
+					pack(p.A[g][2*tq+8], p.A[g][2*tq+9]), pack(p.A[g+8][2*tq+8], p.A[g+8][2*tq+9]),
+				} {
+					binary.LittleEndian.PutUint32(a[16*i+4*j:], v)
+				}
+				binary.LittleEndian.PutUint32(b[8*i:], pack(p.B[2*tq][g], p.B[2*tq+1][g]))
+				binary.LittleEndian.PutUint32(b[8*i+4:], pack(p.B[2*tq+8][g], p.B[2*tq+9][g]))
+				for j, v := range [4]float32{p.C[g][2*tq], p.C[g][2*tq+1], p.C[g+8][2*tq], p.C[g+8][2*tq+1]} {
+					binary.LittleEndian.PutUint32(c[16*i+4*j:], math.Float32bits(v))
+				}
+			}
+		}
+		out := mmaRun(t, dev, "mma_frag", groups, 32, 0, a, b, c, make([]byte, groups*32*16))[3]
+		for w := range groups {
+			want, bound := ps[w].want()
+			for lane := range 32 {
+				g, tq := lane/4, lane%4
+				for j, rc := range [4][2]int{{g, 2 * tq}, {g, 2*tq + 1}, {g + 8, 2 * tq}, {g + 8, 2*tq + 1}} {
+					got := math.Float32frombits(binary.LittleEndian.Uint32(out[16*(w*32+lane)+4*j:]))
+					wd, lim := want[rc[0]][rc[1]], bound[rc[0]][rc[1]]
+					if integers {
+						lim = 0
+					}
+					if d := math.Abs(float64(got) - wd); !(d <= lim) {
+						t.Errorf("round %d simdgroup %d lane %d: D[%d][%d] = %g, want %g (|diff| %.3g > %.3g)", round, w, lane, rc[0], rc[1], got, wd, d, lim)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestMMALoad stages A row-major and B by columns in threadgroup memory, loads
+// the fragments with mma_load_a and mma_load_b, and writes D from the C/D
+// layout: the whole path from matrices to matrix, against the float64
+// product.
+func TestMMALoad(t *testing.T) {
+	dev := mmaDevice(t)
+	r := rand.New(rand.NewPCG(3, 4))
+	for round := range 3 {
+		p := randMMA(r, false)
+		p.C = [16][8]float32{}
+		a, b := make([]byte, 16*16*2), make([]byte, 8*16*2)
+		for i := range 16 {
+			for k := range 16 {
+				binary.LittleEndian.PutUint16(a[2*(16*i+k):], p.A[i][k])
+			}
+		}
+		for n := range 8 {
+			for k := range 16 {
+				binary.LittleEndian.PutUint16(b[2*(16*n+k):], p.B[k][n])
+			}
+		}
+		out := mmaRun(t, dev, "mma_tile", 1, 32, 4*24*12, a, b, make([]byte, 16*8*4))[2]
+		want, bound := p.want()
+		for i := range 16 {
+			for n := range 8 {
+				got := math.Float32frombits(binary.LittleEndian.Uint32(out[4*(8*i+n):]))
+				if d := math.Abs(float64(got) - want[i][n]); !(d <= bound[i][n]) {
+					t.Errorf("round %d: D[%d][%d] = %g, want %g (|diff| %.3g > %.3g)", round, i, n, got, want[i][n], d, bound[i][n])
+				}
+			}
+		}
+	}
+}
+
+// TestMMASplit checks mma_split3: hi is x rounded to the nearest bf16 (ties
+// to even), and hi + mid + lo is x to within 2⁻²⁷·|x| (each piece keeps 8 of
+// the bits left; see mma.h), over normal values of every magnitude, ties
+// and integers.
+func TestMMASplit(t *testing.T) {
+	dev := mmaDevice(t)
+	r := rand.New(rand.NewPCG(5, 6))
+	var xs []float32
+	for range 1000 {
+		xs = append(xs, float32(r.NormFloat64()*math.Exp2(float64(r.IntN(60)-30))))
+	}
+	xs = append(xs, 0, 1, -1, 3, 255, 1+0x1p-8, 1+3*0x1p-8, 1+0x1p-8+0x1p-20, math.MaxFloat32, 0x1p-126, -0x1.fffffep-3)
+	x := make([]byte, 4*len(xs))
+	for i, v := range xs {
+		binary.LittleEndian.PutUint32(x[4*i:], math.Float32bits(v))
+	}
+	out := mmaRun(t, dev, "mma_split", 1, len(xs), 0, x, make([]byte, 16*len(xs)))[1]
+	for i, v := range xs {
+		var pc [3]uint16
+		sum := 0.0
+		for j := range pc {
+			w := binary.LittleEndian.Uint32(out[16*i+4*j:])
+			if w > 0xffff {
+				t.Fatalf("x = %g: piece %d is %#x, not 16 bits", v, j, w)
+			}
+			pc[j] = uint16(w)
+			sum += float64(cpu.BF16ToF32(pc[j]))
+		}
+		if pc[0] != cpu.F32ToBF16(v) {
+			t.Errorf("x = %g: hi %#04x, want %#04x", v, pc[0], cpu.F32ToBF16(v))
+		}
+		if d := math.Abs(sum - float64(v)); d > 0x1p-27*math.Abs(float64(v)) {
+			t.Errorf("x = %g: hi + mid + lo = %g (|diff| %.3g)", v, sum, d)
+		}
+	}
+}
