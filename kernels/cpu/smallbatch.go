@@ -14,7 +14,8 @@ import "fmt"
 // The threads claim row chunks as in a mat-vec, and each chunk runs in row
 // blocks of at most cacheBlock bytes that every row of x passes over while
 // the block is in cache: the weights are read from memory once for all L
-// rows. L = 1 is MatMuls itself.
+// rows. x is quantized once for the weights that read it in one form. L = 1
+// is MatMuls itself.
 func (p *Pool) MatVecs(dst [][]float32, x []float32, L int, w []*Weight) {
 	if len(dst) != len(w) || len(w) > len(p.mm) {
 		panic(fmt.Sprintf("cpu: MatVecs: %d outputs for %d weights (at most %d)", len(dst), len(w), len(p.mm)))
@@ -23,18 +24,27 @@ func (p *Pool) MatVecs(dst [][]float32, x []float32, L int, w []*Weight) {
 		p.MatMuls(dst, x, 1, w)
 		return
 	}
+	var q actKey
 	for i := range w {
-		p.matVecs(dst[i], x, L, w[i])
+		q = p.matVecs(dst[i], x, L, w[i], q)
 	}
 }
 
-// matVecs is MatVecs of one weight.
-func (p *Pool) matVecs(dst, x []float32, L int, w *Weight) {
+// actKey says which form x was quantized to (see MatVecs).
+type actKey struct {
+	f                 actFormat
+	k, gs, bits       int
+	blocked, quantize bool
+}
+
+// matVecs is MatVecs of one weight, given the form x is in from the weight
+// before (q), and returns the form it is in now.
+func (p *Pool) matVecs(dst, x []float32, L int, w *Weight, q actKey) actKey {
 	if len(dst) != L*w.N || len(x) != L*w.K {
 		panic(fmt.Sprintf("cpu: MatVecs: dst %d, x %d for L=%d N=%d K=%d", len(dst), len(x), L, w.N, w.K))
 	}
 	if L == 0 || w.N == 0 {
-		return
+		return q
 	}
 	t := &p.mm[0]
 	f := p.plan(t, dst[:w.N], x[:w.K], 1, w) // a one-row call's kernel and activation form
@@ -45,7 +55,24 @@ func (p *Pool) matVecs(dst, x []float32, L int, w *Weight) {
 		t.part = p.part[:(ns-1)*L*w.N]
 	}
 	t.choosePF() // L > 1: the weight's best prefetch so far, not a trial
-	p.quantize(f, x, L, w)
+	if k := (actKey{f: f, k: w.K}); f != actNone {
+		k.gs, k.bits, k.blocked, k.quantize = w.Q.GroupSize, w.Q.Bits, w.Q.Blocked != nil, true
+		if k != q {
+			// A batch's few rows quantize on this thread unless they are
+			// many: waking the others costs more.
+			pool := p
+			if L*w.K < 1<<16 {
+				pool = nil
+			}
+			switch f {
+			case actBytes:
+				p.actb.quantize(pool, x, L, w.K, k.gs, k.bits, k.blocked)
+			case actInt16:
+				p.act.quantize(pool, x, L, w.K, k.gs, k.bits)
+			}
+		}
+		q = k
+	}
 	switch {
 	case t.act == actInt16:
 		t.run = (*mmTask).doQVecs
@@ -59,6 +86,7 @@ func (p *Pool) matVecs(dst, x []float32, L int, w *Weight) {
 	p.RunChunks(n, p.vecChunk(n), 4, t)
 	t.addSlabs()
 	*t = mmTask{}
+	return q
 }
 
 // doQVecs runs rows [n0, n1) of a 4/8-bit weight against int16 activations,
