@@ -37,7 +37,8 @@ const (
 var (
 	matvecNames, matvecV8Names, matvecV16Names [DTypeQ6K + 1]string
 	matmulNames                                [DTypeQ6K + 1]string
-	matvecBNames                               [DTypeQ6K + 1]string // matvecb_<w>_f32_v8 (dense), _v16 (q4, q8)
+	matvecBNames                               [DTypeQ6K + 1]string  // matvecb_<w>_f32_v8 (dense), _v16 (q4, q8)
+	matvecBDenseNames                          [DTypeBF16 + 1]string // matvecb_<w>_f32 (dense, any K and alignment)
 )
 
 // affineNames are the kernel names of affine weights whose scales and biases
@@ -88,6 +89,7 @@ func init() {
 		switch dt := DType(d); {
 		case dt.Float():
 			matvecBNames[d] = "matvecb_" + dt.String() + "_f32_v8"
+			matvecBDenseNames[d] = "matvecb_" + dt.String() + "_f32"
 		case dt == DTypeQ4 || dt == DTypeQ8:
 			matvecBNames[d] = "matvecb_" + dt.String() + "_f32_v16"
 		}
@@ -184,8 +186,8 @@ func mustMatMul(op string, dst, x, w *Tensor) (L, N, K int) {
 //
 // Kernel selection (ggml get_pipeline_mul_mv): L = 1 is a bandwidth-bound
 // mat-vec (matvec_<w>_f32: every weight byte read once, x in registers);
-// 2 ≤ L ≤ 8 on Apple-shaped kernels the small-batch mat-vec where the
-// one-token one is a _v8 or _v16 kernel (matvecb_<w>_f32_*, see
+// 2 ≤ L ≤ 8 on Apple-shaped kernels the small-batch mat-vec for dense
+// weights and where the one-token one is _v16 (matvecb_<w>_f32*, see
 // matvecBName: the weights read once for all L tokens, each token's output
 // bit for bit the one-token mat-vec's); other L > 1
 // uses the tiled mat-mat (matmul_<w>_f32: 32×64 output tiles with simdgroup 8×8
@@ -265,14 +267,18 @@ func (m *Metal) MatMul(dst, x, w *Tensor) {
 }
 
 // matvecBName returns the small-batch mat-vec (shaders/matvec_batch.metal)
-// for w and x, or "" where the one-token mat-vec would not run its _v8 or
-// _v16 kernel on each of x's rows (the batch kernels compute a row as those
-// do, bit for bit): dense w with K a multiple of 8 and w and x at 16-byte
-// offsets; q4 and q8 codes at even offsets and x at a 16-byte one.
+// for w and x, or "" where none computes each of x's rows as the one-token
+// mat-vec does, bit for bit: every dense w (the _v8 form where K is a
+// multiple of 8 and w and x sit at 16-byte offsets, as matvec_<w>_f32_v8;
+// else scalar loads; all three dense mat-vecs compute alike, so a weight's
+// place in memory never changes a result); q4 and q8 where the one-token
+// mat-vec is _v16 (codes at even offsets, x at a 16-byte one).
 func (m *Metal) matvecBName(w, x *Tensor, K int) string {
 	switch {
 	case w.DType.Float() && K%8 == 0 && w.Off%16 == 0 && x.Off%16 == 0:
 		return matvecBNames[w.DType]
+	case w.DType.Float():
+		return matvecBDenseNames[w.DType]
 	case (w.DType == DTypeQ4 || w.DType == DTypeQ8) && w.Off%2 == 0 && x.Off%16 == 0 && !m.noV16:
 		return affineName(matvecBNames[w.DType], affMatvecB, w)
 	}

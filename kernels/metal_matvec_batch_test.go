@@ -10,7 +10,8 @@ import (
 // TestMetalMatVecBatch runs the small-batch mat-vec (matvecb_*, 2 ≤ L ≤ 8
 // tokens against weights read once) at its edges: N around the 4 rows of a
 // simdgroup and 8 of a threadgroup, K at one lane step and a partial one
-// (256 columns a simdgroup step for dense weights, 512 for q4, 256 for q8),
+// (256 columns a simdgroup step for dense weights, 512 for q4, 256 for q8;
+// dense K not a multiple of 8: the scalar-load form),
 // q4/q8 with f32, f16 and bf16 scales, f32/f16/bf16 weights, L = 2 … 8. Each
 // token's output must equal, bit for bit, what the one-token mat-vec gives
 // that token alone (batch invariance), and the CPU reference within
@@ -30,7 +31,7 @@ func TestMetalMatVecBatch(t *testing.T) {
 	var dense, quant []kase
 	for i, N := range []int{1, 7, 8, 9, 65} {
 		L := []int{2, 3, 5, 8, 8}[i]
-		for _, K := range []int{8, 256, 264, 520} {
+		for _, K := range []int{3, 8, 33, 256, 264, 520} { // 3, 33: the scalar-load form
 			dense = append(dense, kase{L, N, K, 0})
 		}
 		for _, kg := range [][2]int{{32, 32}, {512, 64}, {544, 32}, {640, 128}} {
@@ -93,7 +94,8 @@ func TestMetalMatVecBatch(t *testing.T) {
 			}
 		})
 	}
-	for _, name := range []string{"matvecb_f32_f32_v8", "matvecb_f16_f32_v8", "matvecb_bf16_f32_v8", "matvecb_q4_f32_v16",
+	for _, name := range []string{"matvecb_f32_f32_v8", "matvecb_f16_f32_v8", "matvecb_bf16_f32_v8",
+		"matvecb_f32_f32", "matvecb_f16_f32", "matvecb_bf16_f32", "matvecb_q4_f32_v16",
 		"matvecb_q4_f32_v16_f16sb", "matvecb_q4_f32_v16_bf16sb", "matvecb_q8_f32_v16", "matvecb_q8_f32_v16_f16sb", "matvecb_q8_f32_v16_bf16sb"} {
 		if m.pipes[name] == nil {
 			t.Errorf("%s never ran", name)

@@ -213,7 +213,7 @@ inline ulong mm_codes(device const uchar * p) {
 struct mm_qfetch {
     ulong q;    // 8 codes of BITS bits
     float s, b; // the group's scale and bias
-    bool  in;   // row and columns inside W
+    bool  ok;   // row and columns inside W
 };
 
 // mm_qput dequantizes a fetched chunk into row n, columns c8…c8+7 of the W
@@ -225,7 +225,7 @@ inline void mm_qput(threadgroup float * ws, mm_qfetch f, uint n, uint c8, ulong 
     threadgroup float * row = ws + n * MM_LD + c8;
     for (uint i = 0; i < 8; i++) {
         const uint c = (i + n) % 8;
-        row[c] = f.in ? float(f.s * float((f.q >> (c * BITS)) & mask)) + f.b : 0.0f;
+        row[c] = f.ok ? float(f.s * float((f.q >> (c * BITS)) & mask)) + f.b : 0.0f;
     }
 }
 
@@ -268,8 +268,8 @@ kernel void matmul_q(
             mm_fetch_x(xr, x, L, K, l0, kf, tid);
             for (uint j = 0; j < 2; j++) {
                 const uint n = n0 + tid / 4 + 32 * j, k = kf + c8;
-                wr[j].in = n < N && k < K;
-                if (wr[j].in) {
+                wr[j].ok = n < N && k < K;
+                if (wr[j].ok) {
                     wr[j].q = mm_codes<BITS>(w + (ulong)n * rb + k / 8 * BITS);
                     const ulong sb = (ulong)n * ng + k / G;
                     wr[j].s = mm_to_f32(scales[sb]);

@@ -4,9 +4,10 @@
 // and matvec.metal would read the weights once per token.
 //
 // matvecb_<q4|q8>_f32_v16[_f16sb|_bf16sb] (MLX affine, groups of 32, 64 or
-// 128; scales and biases f32, or f16/bf16 as MLX stores them) and
-// matvecb_<f32|f16|bf16>_f32_v8: matvec.metal's matvec_q_v16 and
-// matvec_dense_v8 with the token loop inside the kernel. Grid: (⌈N/8⌉, 1)
+// 128; scales and biases f32, or f16/bf16 as MLX stores them),
+// matvecb_<f32|f16|bf16>_f32_v8 and matvecb_<f32|f16|bf16>_f32: matvec.metal's
+// matvec_q_v16, matvec_dense_v8 and matvec_dense with the token loop inside
+// the kernel. Grid: (⌈N/8⌉, 1)
 // threadgroups of 64 threads = 2 simdgroups; simdgroup s of threadgroup t
 // owns weight rows n ∈ [8t + 4s, 8t + 4s + 4) for all L tokens. A lane's step
 // loads its columns of the 4 rows once (16 codes a row: one 8- or 16-byte
@@ -24,9 +25,12 @@
 // contracts them alike unless it treats the two kernels differently, which
 // no Mac has checked yet).
 //
-// The host uses these kernels exactly where it would use the single-row _v16
-// and _v8 ones (q4/q8 codes at even offsets, dense K a multiple of 8 with w
-// 16-byte aligned; x 16-byte aligned), so that they agree.
+// The host uses _v16 exactly where it would use the single-row _v16 kernel
+// (q4/q8 codes at even offsets, x 16-byte aligned), and _v8 where it would
+// use _v8 (K a multiple of 8, w and x 16-byte aligned); matvecb_<w>_f32 takes
+// any other dense weight with scalar loads. The three dense forms compute
+// alike (matvec_dense_v8 sums as matvec_dense does), so where a dense weight
+// sits in memory never changes a result.
 #include <metal_stdlib>
 #include "common.h"
 using namespace metal;
@@ -118,12 +122,66 @@ kernel void matvecb_dense_v8(
     mvb_store(y, acc, L, N, r0, lane);
 }
 
+// matvecb_dense: matvecb_dense_v8 for any K and alignment, loading the 8
+// columns one by one (zero past K), as matvec_dense does.
+template <typename T>
+kernel void matvecb_dense(
+        constant matvec_args & args [[buffer(0)]],
+        device const T       * w    [[buffer(1)]],
+        device const float   * x    [[buffer(2)]],
+        device       float   * y    [[buffer(3)]],
+        uint2  tg   [[threadgroup_position_in_grid]],
+        ushort sg   [[simdgroup_index_in_threadgroup]],
+        ushort lane [[thread_index_in_simdgroup]]) {
+    const uint K = args.K, N = args.N, L = min(args.L, (uint)MVB_MAXL);
+    const uint r0 = (tg.x * MVB_SG + sg) * MVB_ROWS;
+    float acc[MVB_ROWS][MVB_MAXL];
+    for (uint r = 0; r < MVB_ROWS; r++) {
+        for (uint t = 0; t < MVB_MAXL; t++) {
+            acc[r][t] = 0.0f;
+        }
+    }
+    for (uint k = lane * 8; k < K; k += 32 * 8) {
+        float wv[MVB_ROWS][8];
+        #pragma unroll
+        for (uint r = 0; r < MVB_ROWS; r++) {
+            device const T * wr = w + (ulong)(r0 + r) * K + k;
+            #pragma unroll
+            for (uint i = 0; i < 8; i++) {
+                wv[r][i] = r0 + r < N && k + i < K ? mvb_to_f32(wr[i]) : 0.0f;
+            }
+        }
+        #pragma unroll
+        for (uint t = 0; t < MVB_MAXL; t++) {
+            if (t < L) {
+                device const float * xr = x + (ulong)t * K;
+                float xv[8];
+                #pragma unroll
+                for (uint i = 0; i < 8; i++) {
+                    xv[i] = k + i < K ? xr[k + i] : 0.0f;
+                }
+                const float4 x0 = float4(xv[0], xv[1], xv[2], xv[3]), x1 = float4(xv[4], xv[5], xv[6], xv[7]);
+                #pragma unroll
+                for (uint r = 0; r < MVB_ROWS; r++) {
+                    if (r0 + r < N) {
+                        acc[r][t] += dot(float4(wv[r][0], wv[r][1], wv[r][2], wv[r][3]), x0) + dot(float4(wv[r][4], wv[r][5], wv[r][6], wv[r][7]), x1);
+                    }
+                }
+            }
+        }
+    }
+    mvb_store(y, acc, L, N, r0, lane);
+}
+
 typedef decltype(matvecb_dense_v8<float>) matvecb_f32_t;
 typedef decltype(matvecb_dense_v8<half>) matvecb_f16_t;
 typedef decltype(matvecb_dense_v8<ushort>) matvecb_bf16_t;
 template [[host_name("matvecb_f32_f32_v8")]]  kernel matvecb_f32_t  matvecb_dense_v8<float>;
 template [[host_name("matvecb_f16_f32_v8")]]  kernel matvecb_f16_t  matvecb_dense_v8<half>;
 template [[host_name("matvecb_bf16_f32_v8")]] kernel matvecb_bf16_t matvecb_dense_v8<ushort>;
+template [[host_name("matvecb_f32_f32")]]     kernel matvecb_f32_t  matvecb_dense<float>;
+template [[host_name("matvecb_f16_f32")]]     kernel matvecb_f16_t  matvecb_dense<half>;
+template [[host_name("matvecb_bf16_f32")]]    kernel matvecb_bf16_t matvecb_dense<ushort>;
 
 // matvecb_q_v16<BITS, S>: S is the type of the scales and biases as stored
 // (float; half for f16; ushort for bf16). Codes multiplied in place, masked
