@@ -1,11 +1,15 @@
 package server
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestBatchSameAsAlone sends 8 different greedy requests (chat and
@@ -87,4 +91,66 @@ func stripVolatile(t *testing.T, b []byte, stream bool) string {
 		out = append(out, fmt.Sprintf("%s %s", v.Choices, v.Usage))
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestBatchCancelLeavesOthers: a streamed request whose client goes away
+// after a few tokens leaves the batch; the requests decoding beside it get
+// what they get alone, and every session is free afterwards.
+func TestBatchCancelLeavesOthers(t *testing.T) {
+	s, ts := testServer(t, Config{Parallel: 4, NoPrefixCache: true})
+	bodies := []string{
+		`{"prompt":"def f(x):","max_tokens":48,"temperature":0,"logprobs":1,"ignore_eos":true}`,
+		`{"prompt":"import sys","max_tokens":40,"temperature":0.7,"seed":3,"ignore_eos":true}`,
+		`{"prompt":"while True:","max_tokens":44,"temperature":0,"ignore_eos":true}`,
+	}
+	alone := make([]string, len(bodies))
+	for i, b := range bodies {
+		_, out := post(t, t.Context(), ts.URL+"/v1/completions", b)
+		alone[i] = stripVolatile(t, out, false)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", ts.URL+"/v1/completions",
+		strings.NewReader(`{"prompt":"x = 1","stream":true,"max_tokens":200,"ignore_eos":true}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	together := make([]string, len(bodies))
+	var wg sync.WaitGroup
+	for i, b := range bodies {
+		wg.Go(func() {
+			_, out := post(t, t.Context(), ts.URL+"/v1/completions", b)
+			together[i] = stripVolatile(t, out, false)
+		})
+	}
+	sc := bufio.NewScanner(resp.Body)
+	for n := 0; n < 3 && sc.Scan(); {
+		if strings.HasPrefix(sc.Text(), "data: ") {
+			n++
+		}
+	}
+	cancel() // the client goes away mid-stream
+	resp.Body.Close()
+	wg.Wait()
+	for i := range bodies {
+		if alone[i] != together[i] {
+			t.Errorf("request %d alone:\n%s\nbeside a cancelled one:\n%s", i, alone[i], together[i])
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st := s.ready.Load().sched.stats()
+		bt := s.ready.Load().sched.(*pool).batch
+		bt.mu.Lock()
+		decoders, queued := bt.decoders, len(bt.ready)+len(bt.prefills)
+		bt.mu.Unlock()
+		if st.running == 0 && decoders == 0 && queued == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the requests: %d sessions running, %d sequences decoding, %d queued", st.running, decoders, queued)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
