@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ingot-llm/ingot/kernels"
 )
@@ -250,3 +252,133 @@ func TestBatchErrors(t *testing.T) {
 		t.Errorf("MoE: %v", err)
 	}
 }
+
+// BenchmarkBatchStep times a decode step of B sessions in one Batch (B = 1,
+// 2, 4, 8) and, as B=0, a one-token Forward of one session, each session at
+// 128 tokens: tinycode-llama, or INGOT_BENCH_SHAPE's synthetic model in
+// INGOT_BENCH_DTYPE (default q4) on INGOT_BENCH_THREADS threads (default 2).
+// It reports tok/s and the step's milliseconds in mat-muls and attention.
+func BenchmarkBatchStep(b *testing.B) {
+	ctx := context.Background()
+	threads := 2
+	if v := os.Getenv("INGOT_BENCH_THREADS"); v != "" {
+		fmt.Sscan(v, &threads)
+	}
+	tb := &timedCPU{CPU: kernels.NewCPU(threads)}
+	defer tb.Close()
+	o := Options{Backend: tb}
+	var m *Model
+	var err error
+	if shape := os.Getenv("INGOT_BENCH_SHAPE"); shape != "" {
+		dt := kernels.DTypeQ4
+		if v := os.Getenv("INGOT_BENCH_DTYPE"); v != "" {
+			dts := map[string]kernels.DType{"q4": kernels.DTypeQ4, "q8": kernels.DTypeQ8, "bf16": kernels.DTypeBF16, "f16": kernels.DTypeF16, "f32": kernels.DTypeF32}
+			var ok bool
+			if dt, ok = dts[v]; !ok {
+				b.Fatalf("INGOT_BENCH_DTYPE %q: want q4, q8, bf16, f16 or f32", v)
+			}
+		}
+		m, err = Synthetic(ctx, shape, dt, 1, o)
+	} else {
+		m, err = Load(ctx, filepath.Join(refDir, "tinycode-llama"), o)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	const prompt = 128
+	r := rand.New(rand.NewPCG(1, 2))
+	ss, toks := make([]*Session, 8), make([]int32, 8)
+	for i := range ss {
+		if ss[i], err = m.NewSession(SessionOptions{Context: 512}); err != nil {
+			b.Fatal(err)
+		}
+		p := make([]int32, prompt)
+		for j := range p {
+			p[j] = int32(r.IntN(m.Config.VocabSize))
+		}
+		if _, err := ss[i].Forward(ctx, p); err != nil {
+			b.Fatal(err)
+		}
+		toks[i] = int32(r.IntN(m.Config.VocabSize))
+	}
+	bt, err := m.NewBatch(8)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bt.Close()
+	for _, B := range []int{0, 1, 2, 4, 8} {
+		b.Run(fmt.Sprintf("B=%d", B), func(b *testing.B) {
+			tb.mm, tb.attn = 0, 0
+			for b.Loop() {
+				for _, s := range ss {
+					s.Truncate(prompt) // every step at the same depth
+				}
+				if B == 0 {
+					_, err = ss[0].Forward(ctx, toks[:1])
+				} else {
+					_, err = bt.Step(ctx, ss[:B], toks[:B])
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			n := float64(b.N)
+			b.ReportMetric(float64(max(B, 1))*n/b.Elapsed().Seconds(), "tok/s")
+			b.ReportMetric(tb.mm.Seconds()*1e3/n, "mm-ms/op")
+			b.ReportMetric(tb.attn.Seconds()*1e3/n, "attn-ms/op")
+		})
+	}
+}
+
+// timedCPU is the CPU backend adding up the time of its streams' mat-muls
+// and attention.
+type timedCPU struct {
+	*kernels.CPU
+	mm, attn time.Duration
+	root     *timedCPU
+}
+
+func (t *timedCPU) top() *timedCPU {
+	if t.root != nil {
+		return t.root
+	}
+	return t
+}
+
+func (t *timedCPU) NewStream() (kernels.Backend, error) {
+	s, err := t.CPU.NewStream()
+	if err != nil {
+		return nil, err
+	}
+	return &timedCPU{CPU: s.(*kernels.CPU), root: t.top()}, nil
+}
+
+func (t *timedCPU) MatMul(dst, x, w *kernels.Tensor) {
+	defer t.since(&t.top().mm, time.Now())
+	t.CPU.MatMul(dst, x, w)
+}
+
+func (t *timedCPU) MatMuls(dst []*kernels.Tensor, x *kernels.Tensor, w []*kernels.Tensor) {
+	defer t.since(&t.top().mm, time.Now())
+	t.CPU.MatMuls(dst, x, w)
+}
+
+func (t *timedCPU) MatVecs(dst []*kernels.Tensor, x *kernels.Tensor, w []*kernels.Tensor) {
+	defer t.since(&t.top().mm, time.Now())
+	t.CPU.MatVecs(dst, x, w)
+}
+
+// MatMulGLU is the CPU's own (MatMuls, then GLU), its mat-muls timed.
+func (t *timedCPU) MatMulGLU(dst, u, x, gate, up *kernels.Tensor, act kernels.Act) {
+	d, w := [2]*kernels.Tensor{dst, u}, [2]*kernels.Tensor{gate, up}
+	t.MatMuls(d[:], x, w[:])
+	t.CPU.GLU(dst, dst, u, act)
+}
+
+func (t *timedCPU) Attention(dst, q, k, v *kernels.Tensor, pos int, p *kernels.AttnParams) {
+	defer t.since(&t.top().attn, time.Now())
+	t.CPU.Attention(dst, q, k, v, pos, p)
+}
+
+func (t *timedCPU) since(d *time.Duration, start time.Time) { *d += time.Since(start) }
