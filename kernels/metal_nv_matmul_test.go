@@ -59,6 +59,8 @@ func matmulNVCases() []matmulNVCase {
 // dequantized as MLX does), with y poisoned first.
 func TestMetalMatMulNV(t *testing.T) {
 	m := testMetalNV(t)
+	nvTC = false // on a GPU with tensor cores, q4/q8/bf16 would run matmul_<w>_f32_tc
+	defer func() { nvTC = true }()
 	var worstN, worstA float64
 	for _, tc := range matmulNVCases() {
 		t.Run(tc.String(), func(t *testing.T) {
@@ -160,6 +162,8 @@ func TestMetalMatMulNVOff(t *testing.T) {
 // command buffers' GPU time; GFLOP/s counts 2·L·N·K.
 func BenchmarkMetalMatMulNV(b *testing.B) {
 	m := testMetalNV(b)
+	nvTC = false // BenchmarkMetalMatMulTC times matmul_<w>_f32_tc
+	defer func() { nvTC = true }()
 	shapes := [][3]int{{512, 4096, 4096}, {512, 1024, 4096}, {512, 14336, 4096}, {512, 4096, 14336}} // L, N, K
 	if name := os.Getenv("INGOT_TEST_BACKEND"); name == "" || name == "metal-emu" {
 		shapes = [][3]int{{64, 128, 256}}

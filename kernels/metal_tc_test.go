@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -279,6 +280,288 @@ func TestMMASplit(t *testing.T) {
 		}
 		if d := math.Abs(sum - float64(v)); d > 0x1p-27*math.Abs(float64(v)) {
 			t.Errorf("x = %g: hi + mid + lo = %g (|diff| %.3g)", v, sum, d)
+		}
+	}
+}
+
+// ccDevice is a device reporting compute capability (major, minor): on the
+// interpreter, which reports none, it makes package kernels pick the
+// kernels of that GPU.
+type ccDevice struct {
+	metal.Device
+	major, minor int
+}
+
+func (d ccDevice) ComputeCapability() (major, minor int) { return d.major, d.minor }
+
+// testMetalTC returns an NVIDIA-shaped backend on a device of compute
+// capability major.0: the interpreter wrapped in a ccDevice, or the GPU of
+// INGOT_TEST_BACKEND as it is (skipping where its capability is not what the
+// test needs: an interpreter-only case).
+func testMetalTC(t *testing.T, major int) *Metal {
+	t.Helper()
+	if b := os.Getenv("INGOT_TEST_BACKEND"); b != "" && b != "metal-emu" {
+		m := testMetal(t)
+		if tensorCores(m.dev) != (major >= 8) {
+			t.Skipf("%s: tensor cores %v, the test wants compute capability %d.0", m.Name(), tensorCores(m.dev), major)
+		}
+		return m
+	}
+	m, err := NewMetal(ccDevice{msltest.Open(t, ShaderFiles()...), major, 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	m.shape = shapeNVIDIA
+	return m
+}
+
+type matmulTCCase struct {
+	dt         DType
+	L, N, K, G int
+}
+
+func (c matmulTCCase) String() string {
+	return fmt.Sprintf("w=%s/L=%d/N=%d/K=%d/G=%d", c.dt, c.L, c.N, c.K, c.G)
+}
+
+// matmulTCCases sit at matmul_tc's cutoffs: 64-token tiles of two 32-token
+// simdgroup halves of 16-token m-tiles (L = 2, 15, 16, 17, 63, 64, 65, 130),
+// 128-row tiles of 32-row simdgroup quarters of 8-row n-tiles (N = 8, 127,
+// 128, 129, 200), 32-column steps folded per group (K = one group, two, three;
+// bf16: 32, 40 and 72, partial last steps, and 96), every weight type and
+// group size, each (L, N) with one K in turn and the corner (65, 129) with
+// every K.
+func matmulTCCases() []matmulTCCase {
+	type weight struct {
+		dt DType
+		G  int
+	}
+	shapes := [][2]int{{2, 8}, {15, 127}, {16, 128}, {17, 129}, {63, 200}, {64, 8}, {65, 129}, {130, 200}}
+	var cs []matmulTCCase
+	for wi, w := range []weight{{DTypeQ4, 32}, {DTypeQ4, 64}, {DTypeQ4, 128}, {DTypeQ8, 32}, {DTypeQ8, 64}, {DTypeBF16, 0}} {
+		Ks := []int{32, 40, 72, 96}
+		if w.G != 0 {
+			Ks = []int{w.G, 2 * w.G, 3 * w.G}
+		}
+		for i, s := range shapes {
+			if w.G == 128 && s[0]*s[1] > 64*128 {
+				continue // K up to 384: the small shapes only
+			}
+			for j, K := range Ks {
+				if s == [2]int{65, 129} || j == (i+wi)%len(Ks) {
+					cs = append(cs, matmulTCCase{w.dt, s[0], s[1], K, w.G})
+				}
+			}
+		}
+	}
+	return cs
+}
+
+// tcRef returns y = x (L, K) · wᵀ in float64 from the weight's exact values
+// (affine: the codes, scales and biases) and each output's error scale: Σ
+// |x|·(2^b·|s| + |b|) over the groups (affineRef), or Σ |x·w| (bf16).
+func tcRef(hw *Tensor, wf []float32, x []float32, L, N, K int) (y, scale []float64) {
+	y, scale = make([]float64, L*N), make([]float64, L*N)
+	for l := range L {
+		xl := x[l*K : (l+1)*K]
+		if hw.DType.Quantized() {
+			yl, sl := affineRef(hw, xl)
+			copy(y[l*N:], yl)
+			copy(scale[l*N:], sl)
+			continue
+		}
+		for n := range N {
+			for k, v := range xl {
+				p := float64(v) * float64(wf[n*K+k])
+				y[l*N+n] += p
+				scale[l*N+n] += math.Abs(p)
+			}
+		}
+	}
+	return y, scale
+}
+
+// TestMetalMatMulTC runs the tensor-core prefill (on the interpreter: mma.h's
+// portable form with the kernel's exact data flow) over matmulTCCases, one
+// launch a case, with y poisoned first, against the float64 product, within
+// f32 rounding of the exact products (checkTC): x's three bf16 pieces leave
+// 2⁻²⁷·|x| (⅛·2⁻²⁴ of each |x·w|), the products are exact, and the rest is
+// f32 additions (the group sums, the fold y += fma(s, Σxq, b·Σx), the sums
+// of x), each off by at most 2⁻²⁴ of a partial sum, errors that largely
+// cancel. Affine weights: checkNV's 4·2⁻²⁴·Σ|x|(2^b|s| + |b|), as for the
+// mat-vec. bf16: 8·2⁻²⁴·Σ|x·w|, twice what a plain sequential f32 sum of the
+// same products reaches (4.0–4.1·2⁻²⁴·Σ|x·w| at worst over 26,000 sums of
+// 32–384 Gaussian products, float64-checked; this kernel's own order on
+// the interpreter: 4.4 at K = 32, below 3 from K = 64). Two pieces of x
+// (2⁻¹⁸·|x|) reach 14–53·2⁻²⁴·Σ|x·w| on the same sums.
+func TestMetalMatMulTC(t *testing.T) {
+	m := testMetalTC(t, 8)
+	worst := map[DType]float64{}
+	for _, tc := range matmulTCCases() {
+		t.Run(tc.String(), func(t *testing.T) {
+			var hw *Tensor
+			var wf []float32
+			if tc.dt.Quantized() {
+				hw = hostQuant(tc.dt, tc.N, tc.K, tc.G, uint64(tc.N*tc.K+tc.L))
+			} else {
+				hw, wf = hostFloat(tc.dt, tc.N, tc.K, uint64(tc.N*tc.K+tc.L))
+			}
+			x := randn(tc.L*tc.K, uint64(tc.L))
+			want, scale := tcRef(hw, wf, x, tc.L, tc.N, tc.K)
+			w, err := m.Upload(hw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			y := put(m, nan(tc.L*tc.N), tc.L, tc.N)
+			m.ResetStats()
+			m.MatMul(y, put(m, x, tc.L, tc.K), w)
+			if s, want := m.Stats(), matmulTCName(w, tc.K); s.Dispatches != 1 || m.last != want {
+				t.Errorf("%d dispatches, the last %s; want 1, %s", s.Dispatches, m.last, want)
+			}
+			ulps := 4.0 // affine: checkNV's bound
+			if !tc.dt.Quantized() {
+				ulps = 8
+			}
+			worst[tc.dt] = max(worst[tc.dt], checkTC(t, get(t, m, y), want, scale, ulps))
+		})
+	}
+	t.Logf("worst error in units of 2⁻²⁴·scale: q4 %.3g, q8 %.3g, bf16 %.3g", worst[DTypeQ4], worst[DTypeQ8], worst[DTypeBF16])
+	for _, name := range []string{"matmul_q4_f32_tc", "matmul_q8_f32_tc", "matmul_bf16_f32_tc"} {
+		if m.pipes[name] == nil {
+			t.Errorf("%s never ran", name)
+		}
+	}
+}
+
+// TestMetalMatMulTCFallback: on a GPU of compute capability 7.x, with
+// INGOT_NV_TC=0 (nvTC off), and for the weights it does not take (f32, f16;
+// bf16 with K % 8 ≠ 0), prefill runs matmul_<w>_f32_nv (or matmul_<w>_f32
+// where that does not apply either) and matches the CPU reference.
+func TestMetalMatMulTCFallback(t *testing.T) {
+	for _, c := range []struct {
+		dt    DType
+		K, cc int
+		off   bool
+		want  string
+	}{
+		{DTypeQ4, 64, 7, false, "matmul_q4_f32_nv"},
+		{DTypeQ8, 64, 7, false, "matmul_q8_f32_nv"},
+		{DTypeBF16, 64, 7, false, "matmul_bf16_f32_nv"},
+		{DTypeQ4, 64, 8, true, "matmul_q4_f32_nv"},
+		{DTypeBF16, 64, 9, true, "matmul_bf16_f32_nv"},
+		{DTypeF32, 64, 9, false, "matmul_f32_f32_nv"},
+		{DTypeF16, 64, 9, false, "matmul_f16_f32_nv"},
+		{DTypeBF16, 36, 9, false, "matmul_bf16_f32"},
+	} {
+		t.Run(fmt.Sprintf("w=%s/K=%d/cc=%d/off=%v", c.dt, c.K, c.cc, c.off), func(t *testing.T) {
+			m := testMetalTC(t, c.cc)
+			const L, N = 3, 17
+			var hw *Tensor
+			var wf []float32
+			if c.dt.Quantized() {
+				hw = hostQuant(c.dt, N, c.K, 32, 5)
+				wf = dequant(hw)
+			} else {
+				hw, wf = hostFloat(c.dt, N, c.K, 5)
+			}
+			w, err := m.Upload(hw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x := randn(L*c.K, 6)
+			want := make([]float32, L*N)
+			cpuRef(func(cb *CPU) {
+				wc, _ := cb.Upload(FromF32(wf, N, c.K))
+				cb.MatMul(FromF32(want, L, N), FromF32(x, L, c.K), wc)
+			})
+			y := m.New(L, N)
+			nvTC = !c.off
+			defer func() { nvTC = true }()
+			m.ResetStats()
+			m.MatMul(y, put(m, x, L, c.K), w)
+			if s := m.Stats(); s.Dispatches != 1 || m.last != c.want {
+				t.Errorf("%d dispatches, the last %s; want 1, %s", s.Dispatches, m.last, c.want)
+			}
+			closeTo(t, get(t, m, y), want, matmulTol)
+		})
+	}
+}
+
+// checkTC fails t unless |got − want| ≤ ulps·2⁻²⁴·scale for every output and
+// no output is NaN (unwritten); it returns the largest |got − want| in units
+// of 2⁻²⁴·scale.
+func checkTC(t *testing.T, got []float32, want, scale []float64, ulps float64) (worst float64) {
+	t.Helper()
+	bad := 0
+	for i := range want {
+		d := math.Abs(float64(got[i]) - want[i])
+		if r := d / (0x1p-24 * scale[i]); r > worst || math.IsNaN(d) {
+			worst = r
+		}
+		if lim := ulps * 0x1p-24 * scale[i]; !(d <= lim) {
+			if bad++; bad <= 5 {
+				t.Errorf("y[%d] = %.8g, want %.8g: |diff| %.3g > %.3g", i, got[i], want[i], d, lim)
+			}
+		}
+	}
+	if bad > 5 {
+		t.Errorf("%d outputs out of bounds", bad)
+	}
+	return worst
+}
+
+// BenchmarkMetalMatMulTC times prefill, matmul_<w>_f32_tc against
+// matmul_<w>_f32_nv (tc=false: INGOT_NV_TC=0) in one run, on Llama-3.1-8B's
+// shapes at L = 512 on a GPU (INGOT_TEST_BACKEND=cuda) and on a small shape
+// on the interpreter, where it only proves the path runs. gpu-ns/op comes
+// from the command buffers' GPU time; GFLOP/s counts 2·L·N·K.
+func BenchmarkMetalMatMulTC(b *testing.B) {
+	var m *Metal
+	shapes := [][3]int{{512, 4096, 4096}, {512, 1024, 4096}, {512, 14336, 4096}, {512, 4096, 14336}} // L, N, K
+	if name := os.Getenv("INGOT_TEST_BACKEND"); name == "" || name == "metal-emu" {
+		shapes = [][3]int{{64, 128, 256}}
+		d, err := NewMetal(ccDevice{msltest.Open(b, ShaderFiles()...), 9, 0})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer d.Close()
+		d.shape = shapeNVIDIA
+		m = d
+	} else {
+		m = testMetal(b)
+	}
+	for _, dt := range []DType{DTypeQ4, DTypeQ8, DTypeBF16} {
+		for _, sh := range shapes {
+			L, N, K := sh[0], sh[1], sh[2]
+			var hw *Tensor
+			if dt.Quantized() {
+				hw = hostQuant(dt, N, K, 64, 1)
+			} else {
+				hw, _ = hostFloat(dt, N, K, 1)
+			}
+			w, err := m.Upload(hw)
+			if err != nil {
+				b.Fatal(err)
+			}
+			x, y := put(m, randn(L*K, 2), L, K), m.New(L, N)
+			for _, on := range []bool{true, false} {
+				b.Run(fmt.Sprintf("w=%s/L=%d/N=%d/K=%d/tc=%v", dt, L, N, K, on), func(b *testing.B) {
+					nvTC = on
+					defer func() { nvTC = true }()
+					m.ResetStats()
+					for b.Loop() {
+						m.MatMul(y, x, w)
+						if err := m.Sync(b.Context()); err != nil {
+							b.Fatal(err)
+						}
+					}
+					s := m.Stats()
+					ns := float64(s.GPUTime.Nanoseconds()) / float64(max(s.CommandBuffers, 1))
+					b.ReportMetric(ns, "gpu-ns/op")
+					b.ReportMetric(2*float64(L)*float64(N)*float64(K)/ns, "GFLOP/s")
+				})
+			}
 		}
 	}
 }

@@ -130,7 +130,10 @@ static struct obj *primary;
 static int primary_refs;
 static __thread struct obj *current;
 
+static int cc_major = 9, cc_minor = 0; // compute capability (an H100's)
+
 void stub_set_devices(int n) { ndevices = n; }
+void stub_set_cc(int major, int minor) { cc_major = major, cc_minor = minor; }
 void stub_set_init_result(int r) { init_result = r; }
 
 CUresult cuGetErrorName(CUresult r, const char **s) {
@@ -204,10 +207,10 @@ CUresult cuDeviceGetAttribute(int *v, int attr, int dev) {
 		*v = 4;
 		break;
 	case 75: // COMPUTE_CAPABILITY_MAJOR
-		*v = 9;
+		*v = cc_major;
 		break;
 	case 76:
-		*v = 0;
+		*v = cc_minor;
 		break;
 	default:
 		*v = 0;
