@@ -87,8 +87,13 @@ func (m *Metal) Attention(dst, q, k, v *Tensor, pos int, p *AttnParams) {
 	// On a device that limits command buffers, the rows run in blocks whose
 	// estimated work is at most half the limit, each its own dispatch (rows
 	// are independent: the bits are those of one dispatch), so the
-	// command buffers shrink as the KV length grows (see attnWork).
-	per, step := attnWork(pos+L), L
+	// command buffers shrink as the KV length grows (see attnWork). A row
+	// reads at most pos+L keys, or the window.
+	keys := pos + L
+	if p.Window > 0 {
+		keys = min(keys, p.Window)
+	}
+	per, step := attnWork(keys), L
 	if m.workLimit > 0 {
 		step = max(rows, m.workLimit/2/per/rows*rows)
 	}

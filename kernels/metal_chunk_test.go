@@ -14,7 +14,8 @@ import (
 // estimated work at most half the limit (attnWork), committed as the work
 // adds up, so the long-KV prompt takes more command buffers, with outputs
 // bit for bit those of one dispatch (the device without a limit), with a
-// sliding window and sinks too (each block's rows see their own positions).
+// sliding window and sinks too (each block's rows see their own positions;
+// a row's keys are at most the window, so the blocks are larger).
 func TestMetalAttentionChunks(t *testing.T) {
 	m := testMetal(t)
 	if m.workLimit == 0 {
@@ -45,22 +46,32 @@ func TestMetalAttentionChunks(t *testing.T) {
 	if short.Dispatches != 1 || short.CommandBuffers != 1 {
 		t.Errorf("short KV: %d dispatches in %d command buffers, want 1, 1", short.Dispatches, short.CommandBuffers)
 	}
-	sinks := &AttnParams{Heads: H, KVHeads: Hkv, HeadDim: Dh, Scale: p.Scale, Window: 1500, Sinks: []float32{0.5, -1, 2, 0}}
-	for _, p := range []*AttnParams{p, sinks} {
-		pos := 4096 - L
-		got, long := run(pos, 256, p)
-		want, one := run(pos, 0, p)
+	window := &AttnParams{Heads: H, KVHeads: Hkv, HeadDim: Dh, Scale: p.Scale, Window: 1500, Sinks: []float32{0.5, -1, 2, 0}}
+	for _, c := range []struct {
+		p        *AttnParams
+		blocks   int
+		cbs      int64
+		describe string
+	}{
 		// 4096 keys: 16 units a row, blocks of 128/16 = 8 rows, 8 of them,
 		// a command buffer every 2 (the limit is 256).
-		t.Logf("4k KV: %d dispatches in %d command buffers (%d without the limit)", long.Dispatches, long.CommandBuffers, one.CommandBuffers)
-		if long.Dispatches != L/8 || long.CommandBuffers != L/8/2 {
-			t.Errorf("4k KV: %d dispatches in %d command buffers, want %d in %d", long.Dispatches, long.CommandBuffers, L/8, L/8/2)
+		{p, L / 8, L / 8 / 2, "4k keys"},
+		// A 1500-key window: 6 units a row, blocks of 20 rows (a multiple of
+		// the kernel's 4-row tiles), 4 of them, 120 units each.
+		{window, 4, 2, "4k keys, a 1500-key window and sinks"},
+	} {
+		pos := 4096 - L
+		got, long := run(pos, 256, c.p)
+		want, one := run(pos, 0, c.p)
+		t.Logf("%s: %d dispatches in %d command buffers (%d without the limit)", c.describe, long.Dispatches, long.CommandBuffers, one.CommandBuffers)
+		if long.Dispatches != int64(c.blocks) || long.CommandBuffers != c.cbs {
+			t.Errorf("%s: %d dispatches in %d command buffers, want %d in %d", c.describe, long.Dispatches, long.CommandBuffers, c.blocks, c.cbs)
 		}
 		if long.CommandBuffers <= short.CommandBuffers {
-			t.Errorf("4k KV: %d command buffers, short KV %d: want more at long KV", long.CommandBuffers, short.CommandBuffers)
+			t.Errorf("%s: %d command buffers, short KV %d: want more at long KV", c.describe, long.CommandBuffers, short.CommandBuffers)
 		}
 		if one.Dispatches != 1 || !slices.Equal(got, want) {
-			t.Errorf("split attention differs from one dispatch (%d dispatches without the limit)", one.Dispatches)
+			t.Errorf("%s: split attention differs from one dispatch (%d dispatches without the limit)", c.describe, one.Dispatches)
 		}
 	}
 }
