@@ -14,8 +14,9 @@ import (
 // (llama.cpp #17766 added a keep-alive heartbeat for it).
 const (
 	// MinResident is the smallest buffer a device puts in its residency set:
-	// weights, the KV cache and activations; not the per-call token uploads
-	// and argument buffers, whose churn would make the set commit every token.
+	// weights, the KV cache, activations, and the 64 KiB argument buffers
+	// (pooled: each joins once); not the small per-call uploads (token ids),
+	// whose churn would make the set commit every token.
 	MinResident = 64 << 10
 
 	// KeepAlive is how long after its last command buffer a device keeps
