@@ -260,7 +260,7 @@ func (d *device) open(source string) error {
 	if d.queue == 0 {
 		return errors.New("metal: newCommandQueue returned nil")
 	}
-	d.res = NewResidency(d.newResidencySet())
+	d.res = NewResidency(d.newResidencySet(), &d.tally)
 	return d.compile(source)
 }
 

@@ -32,7 +32,10 @@ const (
 
 // A ResidencySet is the part of MTLResidencySet that [Residency] drives.
 // Apple's device implements it with one MTLResidencySet attached to its
-// command queue; tests with a counting fake.
+// command queue; tests with a counting fake. Each method is one
+// Objective-C message sent inside an autorelease pool of its own (Release:
+// two), which Residency counts in the device's [Tally].
+
 type ResidencySet interface {
 	Add(b Buffer)      // addAllocation:
 	Remove(b Buffer)   // removeAllocation:
@@ -62,14 +65,30 @@ type Residency struct {
 	last    time.Time // the last command buffer
 	beating bool      // the keep-alive is running
 	stop    chan struct{}
+	tally   *Tally           // the device's: the set's Objective-C calls (nil: not counted)
 	period  time.Duration    // Heartbeat, or a test's
 	manual  bool             // tests: no keep-alive goroutine; they call beat
 	now     func() time.Time // time.Now, or a test's clock
 }
 
-// NewResidency returns a Residency over set (nil: none).
-func NewResidency(set ResidencySet) *Residency {
-	return &Residency{set: set, members: map[Buffer]bool{}, now: time.Now, stop: make(chan struct{}), period: Heartbeat}
+// Objective-C calls of a ResidencySet method: the message between an
+// autorelease-pool push and pop (Release: removeResidencySet: and release).
+const (
+	callsResidency        = 3
+	callsResidencyRelease = 4
+)
+
+// NewResidency returns a Residency over set (nil: none) whose calls are
+// counted in tally (nil: not counted).
+func NewResidency(set ResidencySet, tally *Tally) *Residency {
+	return &Residency{set: set, members: map[Buffer]bool{}, now: time.Now, stop: make(chan struct{}), period: Heartbeat, tally: tally}
+}
+
+// count adds n Objective-C calls to the tally.
+func (r *Residency) count(n int64) {
+	if r.tally != nil {
+		r.tally.Add(n)
+	}
 }
 
 // Enabled reports whether r has a residency set.
@@ -94,6 +113,7 @@ func (r *Residency) Add(b Buffer) {
 	}
 	r.members[b] = true
 	r.set.Add(b)
+	r.count(callsResidency)
 	r.dirty = true
 }
 
@@ -112,6 +132,7 @@ func (r *Residency) Remove(b Buffer) {
 	delete(r.members, b)
 	r.set.Remove(b)
 	r.set.Commit()
+	r.count(2 * callsResidency)
 }
 
 // Use records a command buffer made now: it commits pending changes and,
@@ -128,10 +149,12 @@ func (r *Residency) Use() {
 	r.last = r.now()
 	if r.dirty {
 		r.set.Commit()
+		r.count(callsResidency)
 		r.dirty = false
 	}
 	if !r.beating {
 		r.set.RequestResidency()
+		r.count(callsResidency)
 		r.beating = true
 		if !r.manual {
 			go r.keepAlive()
@@ -169,6 +192,7 @@ func (r *Residency) beat() bool {
 		return false
 	}
 	r.set.RequestResidency()
+	r.count(callsResidency)
 	return true
 }
 
@@ -185,5 +209,6 @@ func (r *Residency) Close() {
 	close(r.stop)
 	r.set.EndResidency()
 	r.set.Release()
+	r.count(callsResidency + callsResidencyRelease)
 	r.set, r.members, r.beating = nil, nil, false
 }

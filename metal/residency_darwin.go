@@ -26,8 +26,8 @@ var (
 
 // residencySet is one MTLResidencySet attached to the device's command
 // queue: Metal makes it resident at the start of each command buffer, and
-// requestResidency keeps it wired between them (see [Residency]). Its
-// Objective-C calls are counted in the device's tally.
+// requestResidency keeps it wired between them (see [Residency], which
+// counts its Objective-C calls in the device's tally).
 type residencySet struct {
 	d  *device
 	id objc.ID // owned
@@ -74,7 +74,6 @@ func (d *device) newResidencySet() ResidencySet {
 func (s *residencySet) Add(b Buffer) {
 	if mb, ok := b.(*buffer); ok && mb.id != 0 {
 		withPool(func() { msgSetID(s.id, selAddAllocation, mb.id) })
-		s.d.tally.Add(3) // push, addAllocation:, pop
 	}
 }
 
@@ -82,7 +81,6 @@ func (s *residencySet) Add(b Buffer) {
 func (s *residencySet) Remove(b Buffer) {
 	if mb, ok := b.(*buffer); ok && mb.id != 0 {
 		withPool(func() { msgSetID(s.id, selRemoveAllocation, mb.id) })
-		s.d.tally.Add(3)
 	}
 }
 
@@ -109,6 +107,5 @@ func (s *residencySet) Release() {
 // send sends a - (void)m message to the set, in a pool of its own (the
 // keep-alive calls it from its own goroutine).
 func (s *residencySet) send(sel objc.SEL) {
-	withPool(func() { msgVoid(s.id, sel) })
-	s.d.tally.Add(3) // push, the message, pop
+	withPool(func() { msgVoid(s.id, sel) }) // push, the message, pop
 }

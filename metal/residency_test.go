@@ -54,7 +54,8 @@ func (b *fakeBuf) Release()         {}
 // Close ends residency and releases the set.
 func TestResidency(t *testing.T) {
 	f := &fakeSet{members: map[Buffer]bool{}}
-	r := NewResidency(f)
+	var tally Tally
+	r := NewResidency(f, &tally)
 	r.manual = true
 	clock := time.Unix(1000, 0)
 	r.now = func() time.Time { return clock }
@@ -67,12 +68,20 @@ func TestResidency(t *testing.T) {
 	if adds, _, commits, requests := f.count(); adds != 3 || commits != 0 || requests != 0 {
 		t.Fatalf("after making 4 buffers (one twice): %d adds, %d commits, %d requests; want 3, 0, 0", adds, commits, requests)
 	}
-	for range 100 { // a prompt and 99 decoded tokens, 10 ms apart
-		r.Use()
+	if c := tally.Counts().Calls; c != 3*callsResidency {
+		t.Errorf("adding 3 buffers counted %d Objective-C calls, want %d", c, 3*callsResidency)
+	}
+	r.Use() // the prompt
+	first := tally.Counts().Calls
+	for range 99 { // 99 decoded tokens, 10 ms apart
 		clock = clock.Add(10 * time.Millisecond)
+		r.Use()
 	}
 	if _, _, commits, requests := f.count(); commits != 1 || requests != 1 {
 		t.Fatalf("after 100 command buffers: %d commits, %d requests; want 1, 1", commits, requests)
+	}
+	if c := tally.Counts().Calls; first != 5*callsResidency || c != first {
+		t.Errorf("Objective-C calls: %d after the first command buffer (want %d: commit, request), %d more over 99 tokens (want 0)", first, 5*callsResidency, c-first)
 	}
 	if !f.committed[weights] || !f.committed[kv] || !f.committed[act] || f.committed[tokens] {
 		t.Fatalf("committed set %v: want the weights, KV and activations only", f.committed)
@@ -111,7 +120,7 @@ func TestResidency(t *testing.T) {
 // it requests residency while the device is idle, and Close stops it.
 func TestResidencyKeepAlive(t *testing.T) {
 	f := &fakeSet{members: map[Buffer]bool{}}
-	r := NewResidency(f)
+	r := NewResidency(f, nil)
 	r.period = time.Millisecond
 	r.Add(&fakeBuf{1 << 20})
 	r.Use()
@@ -136,7 +145,7 @@ func TestResidencyKeepAlive(t *testing.T) {
 // TestResidencyNone: without a set (before macOS 15, the interpreter) every
 // method does nothing, on a nil Residency too.
 func TestResidencyNone(t *testing.T) {
-	for _, r := range []*Residency{nil, NewResidency(nil)} {
+	for _, r := range []*Residency{nil, NewResidency(nil, nil)} {
 		r.Add(&fakeBuf{1 << 30})
 		r.Use()
 		r.Remove(&fakeBuf{1 << 30})
