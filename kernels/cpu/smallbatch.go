@@ -73,11 +73,8 @@ func (p *Pool) matVecs(dst, x []float32, L int, w *Weight, q actKey) actKey {
 		}
 		q = k
 	}
-	switch {
-	case t.act == actInt16:
-		t.run = (*mmTask).doQVecs
-	case t.act == actNone && w.Format != FormatQ:
-		t.run = (*mmTask).doFVecs
+	if t.act == actInt16 || t.act == actNone && w.Format != FormatQ {
+		t.run = (*mmTask).doVecs
 	} // doQB and doQFloat already run a one-row call's arithmetic for each row
 	n := w.N
 	if t.slab > 0 {
@@ -89,32 +86,27 @@ func (p *Pool) matVecs(dst, x []float32, L int, w *Weight, q actKey) actKey {
 	return q
 }
 
-// doQVecs runs rows [n0, n1) of a 4/8-bit weight against int16 activations,
-// qMatVec per row of x within row blocks that stay in cache.
-func (t *mmTask) doQVecs(n0, n1 int) {
-	q, N, K := t.w.Q, t.w.N, t.w.K
-	rb := rowBlock(K*q.Bits/8, 4)
-	for nb := n0; nb < n1; nb += rb {
-		ne := min(nb+rb, n1)
-		for l := range t.L {
-			t.k.qMatVec(t.dst[l*N+nb:l*N+ne], q, K, nb, t.a, l)
-		}
-	}
-}
-
-// doFVecs runs rows [n0, n1) of an f32, f16 or bf16 weight, fMatVec per row
+// doVecs runs rows [n0, n1) of a 4/8-bit weight against int16 activations
+// (qMatVec) or of an f32, f16 or bf16 weight (fMatVec), the mat-vec per row
 // of x within row blocks that stay in cache.
-func (t *mmTask) doFVecs(n0, n1 int) {
+func (t *mmTask) doVecs(n0, n1 int) {
 	w, N, K := t.w, t.w.N, t.w.K
-	esize := 4
-	if w.Format != FormatF32 {
-		esize = 2
+	rowBytes := 4 * K
+	switch {
+	case w.Format == FormatQ:
+		rowBytes = K * w.Q.Bits / 8
+	case w.Format != FormatF32:
+		rowBytes = 2 * K
 	}
-	rb := rowBlock(K*esize, 4)
+	rb := rowBlock(rowBytes, 4)
 	for nb := n0; nb < n1; nb += rb {
 		ne := min(nb+rb, n1)
 		for l := range t.L {
-			t.k.fMatVec(t.dst[l*N+nb:l*N+ne], w, nb, t.x[l*K:(l+1)*K])
+			if w.Format == FormatQ {
+				t.k.qMatVec(t.dst[l*N+nb:l*N+ne], w.Q, K, nb, t.a, l)
+			} else {
+				t.k.fMatVec(t.dst[l*N+nb:l*N+ne], w, nb, t.x[l*K:(l+1)*K])
+			}
 		}
 	}
 }
