@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ingot-llm/ingot/internal/msl/msltest"
 	"github.com/ingot-llm/ingot/kernels"
 )
 
@@ -41,7 +42,7 @@ func TestBatchInvariantTinycode(t *testing.T) {
 			for _, p := range ref.Prompts {
 				prompts = append(prompts, p.PromptIDs)
 			}
-			checkBatchInvariant(t, m, prompts, SessionOptions{Context: 256})
+			checkBatchInvariant(t, m, prompts, SessionOptions{Context: 256}, 0)
 		})
 	}
 }
@@ -76,7 +77,7 @@ func TestBatchInvariantSynthetic(t *testing.T) {
 					prompts[i][j] = int32(r.IntN(m.Config.VocabSize))
 				}
 			}
-			checkBatchInvariant(t, m, prompts, SessionOptions{Context: 128, KV: tc.kv})
+			checkBatchInvariant(t, m, prompts, SessionOptions{Context: 128, KV: tc.kv}, 0)
 		})
 	}
 }
@@ -100,9 +101,10 @@ func synthModel(t *testing.T, js string, dt kernels.DType) *Model {
 }
 
 // checkBatchInvariant decodes each prompt greedily for a few steps alone and
-// then all together in a Batch, and wants the same logits bits at every step.
-// Sequence i decodes 3+i steps, so the batch shrinks from 8 to 1 as they end.
-func checkBatchInvariant(t *testing.T, m *Model, prompts [][]int32, so SessionOptions) {
+// then all together in a Batch, and wants the same logits at every step: the
+// same bits with tol 0, else within tol. Sequence i decodes 3+i steps, so the
+// batch shrinks from len(prompts) to 1 as they end.
+func checkBatchInvariant(t *testing.T, m *Model, prompts [][]int32, so SessionOptions, tol float64) {
 	t.Helper()
 	ctx := context.Background()
 	steps := func(i int) int { return 3 + i }
@@ -164,7 +166,7 @@ func checkBatchInvariant(t *testing.T, m *Model, prompts [][]int32, so SessionOp
 			t.Fatal(err)
 		}
 		for j, i := range live {
-			if k := firstDiff(out[j], alone[i][step]); k >= 0 {
+			if k := firstDiff(out[j], alone[i][step], tol); k >= 0 {
 				t.Fatalf("sequence %d, step %d, in a batch of %d (row %d): logit %d is %v, alone %v",
 					i, step, len(live), j, k, out[j][k], alone[i][step][k])
 			}
@@ -173,10 +175,11 @@ func checkBatchInvariant(t *testing.T, m *Model, prompts [][]int32, so SessionOp
 	}
 }
 
-// firstDiff returns the first index where a and b differ in bits, or -1.
-func firstDiff(a, b []float32) int {
+// firstDiff returns the first index where a and b differ in bits (tol 0)
+// or by more than tol, or -1.
+func firstDiff(a, b []float32, tol float64) int {
 	for i := range b {
-		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+		if tol == 0 && math.Float32bits(a[i]) != math.Float32bits(b[i]) || tol > 0 && !(math.Abs(float64(a[i]-b[i])) <= tol) {
 			return i
 		}
 	}
@@ -184,6 +187,30 @@ func firstDiff(a, b []float32) int {
 		return len(b)
 	}
 	return -1
+}
+
+// TestBatchMetal runs Batch steps on the Metal kernels (the MSL
+// interpreter; the GPU with INGOT_TEST_BACKEND), whose mat-muls take the
+// multi-row kernels (no MatVecser): the logits are those of one-token steps
+// within 1e-3, as TestTinycode holds the backends to transformers'.
+func TestBatchMetal(t *testing.T) {
+	name := os.Getenv("INGOT_TEST_BACKEND")
+	if name == "" || name == "metal-emu" {
+		name = "metal-emu"
+		msltest.Require(t)
+	}
+	b, err := kernels.Open(name, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	m, err := Load(context.Background(), filepath.Join(refDir, "tinycode-llama-q4"), Options{Backend: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	prompts := [][]int32{{4094, 755, 923}, {4094, 12, 13, 14, 15, 16, 17}, {4094, 1000}, {4094, 7, 300, 301}}
+	checkBatchInvariant(t, m, prompts, SessionOptions{Context: 64}, 1e-3)
 }
 
 // TestBatchErrors: what a Batch refuses, each with an error naming why.
