@@ -101,7 +101,12 @@ func (t *mmTask) doVecs(n0, n1 int) {
 	rb := rowBlock(rowBytes, 4)
 	for nb := n0; nb < n1; nb += rb {
 		ne := min(nb+rb, n1)
-		for l := range t.L {
+		l := 0
+		if w.Format != FormatQ {
+			for ; l+4 <= t.L && fVecs4(t.k, t.dst[l*N:], N, w, nb, ne, t.x[l*K:]); l += 4 {
+			}
+		}
+		for ; l < t.L; l++ {
 			if w.Format == FormatQ {
 				t.k.qMatVec(t.dst[l*N+nb:l*N+ne], w.Q, K, nb, t.a, l)
 			} else {

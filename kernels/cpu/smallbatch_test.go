@@ -11,7 +11,8 @@ import (
 // has the bits a one-row call gives it, alone (MatMul) and fused with other
 // weights (MatMuls), for every weight format and kernel path (int16 and
 // byte-plane 4/8-bit, K-slabs, the exact float path of other widths, f32,
-// f16, bf16, rows not a multiple of four).
+// f16, bf16 with and without the four-token kernels, rows not a multiple of
+// four).
 func TestMatVecsRowInvariant(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
 	p := NewPool(2)
@@ -32,6 +33,9 @@ func TestMatVecsRowInvariant(t *testing.T) {
 		{"f16", FormatF16, 0, 0, 130, 320},
 		{"bf16", FormatBF16, 0, 0, 66, 96},
 		{"bf16-odd-k", FormatBF16, 0, 0, 9, 60},
+		{"f32-tail", FormatF32, 0, 0, 35, 200},
+		{"f16-tail", FormatF16, 0, 0, 13, 72},
+		{"bf16-tail", FormatBF16, 0, 0, 70, 104},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := randWeight(r, tc.f, tc.N, tc.K, tc.bits, tc.gs)
@@ -40,7 +44,7 @@ func TestMatVecsRowInvariant(t *testing.T) {
 				Prepare(w)
 				Prepare(w2)
 			}
-			for _, L := range []int{2, 3, 8} {
+			for _, L := range []int{2, 3, 4, 7, 8} {
 				x := randVec(r, L*tc.K)
 				x[5] = 40 // one row with a larger range: rows are quantized each on its own grid
 				got, got2 := make([]float32, L*w.N), make([]float32, L*w2.N)
