@@ -293,7 +293,9 @@ func checkMatmul(t *testing.T, g device, big bool) {
 	}{{"f32", 37, 70, 96}, {"f32", 64, 64, 256}, {"q4", 37, 70, 192}, {"q4", 33, 129, 512}} {
 		x := randn(r, tc.L*tc.K)
 		xb, yb := g.upload(t, f32b(x)), g.poisoned(t, 4*tc.L*tc.N)
-		b := bindings{bufs: map[int]cuda.DevicePtr{2: xb, 3: yb}, tg: map[int]int{0: 32 * 32 * 4, 1: 32 * 32 * 4}}
+		// shaders/matmul.metal: 32 tokens × 64 rows a threadgroup, both tiles
+		// double-buffered in float with rows of 40 elements
+		b := bindings{bufs: map[int]cuda.DevicePtr{2: xb, 3: yb}, tg: map[int]int{0: 2 * 32 * 40 * 4, 1: 2 * 64 * 40 * 4}}
 		var wf func(n, k int) float64
 		group := 0
 		if tc.w == "f32" {
@@ -308,7 +310,7 @@ func checkMatmul(t *testing.T, g device, big bool) {
 		}
 		b.bytes = map[int][]byte{0: u32s(uint32(tc.L), uint32(tc.N), uint32(tc.K), uint32(group))}
 		name := "matmul_" + tc.w + "_f32"
-		g.run(t, name, cuda.Dim3{X: (tc.N + 31) / 32, Y: (tc.L + 31) / 32}, cuda.Dim3{X: 128}, b)
+		g.run(t, name, cuda.Dim3{X: (tc.N + 63) / 64, Y: (tc.L + 31) / 32}, cuda.Dim3{X: 128}, b)
 		compareMatvec(t, name, readF32(t, g, yb, tc.L*tc.N), x, tc.L, tc.N, tc.K, wf, 1e-6)
 	}
 }
