@@ -409,3 +409,36 @@ func (t *timedCPU) Attention(dst, q, k, v *kernels.Tensor, pos int, p *kernels.A
 }
 
 func (t *timedCPU) since(d *time.Duration, start time.Time) { *d += time.Since(start) }
+
+// TestBatchStepAllocs: a Batch step allocates nothing once its views are
+// cut and the sessions' token lists have room.
+func TestBatchStepAllocs(t *testing.T) {
+	m := synthModel(t, `{"architectures":["LlamaForCausalLM"],"hidden_size":64,"intermediate_size":128,"num_hidden_layers":2,
+		"num_attention_heads":2,"num_key_value_heads":1,"vocab_size":100,"rms_norm_eps":1e-6}`, kernels.DTypeBF16)
+	ctx := context.Background()
+	bt, err := m.NewBatch(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bt.Close()
+	var ss []*Session
+	for range 3 {
+		s, err := m.NewSession(SessionOptions{Context: 256})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Forward(ctx, []int32{1, 2, 3}); err != nil {
+			t.Fatal(err)
+		}
+		s.tokens = append(make([]int32, 0, 256), s.tokens...)
+		ss = append(ss, s)
+	}
+	toks := []int32{4, 5, 6}
+	if a := testing.AllocsPerRun(50, func() {
+		if _, err := bt.Step(ctx, ss, toks); err != nil {
+			t.Fatal(err)
+		}
+	}); a != 0 {
+		t.Errorf("%v allocs per step", a)
+	}
+}
