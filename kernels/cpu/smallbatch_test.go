@@ -11,7 +11,8 @@ import (
 // has the bits a one-row call gives it, alone (MatMul) and fused with other
 // weights (MatMuls), for every weight format and kernel path (int16 and
 // byte-plane 4/8-bit, K-slabs, the exact float path of other widths, f32,
-// f16, bf16 with and without the four-token kernels, rows not a multiple of
+// f16, bf16 with and without the four-token kernels, blocked q4 with f32,
+// bf16 and f16 scales and a partial last stripe, rows not a multiple of
 // four).
 func TestMatVecsRowInvariant(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
@@ -28,6 +29,9 @@ func TestMatVecsRowInvariant(t *testing.T) {
 		{"q4-prepared", FormatQ, 4, 64, 1030, 512},
 		{"q8-prepared", FormatQ, 8, 64, 258, 1024},
 		{"q4-prepared-slabs", FormatQ, 4, 64, 22, 8192},
+		{"q4-prepared-stripes", FormatQ, 4, 64, 41, 1280},
+		{"q4-prepared-bf16meta", FormatQ, 4, 32, 38, 1280},
+		{"q4-prepared-f16meta", FormatQ, 4, 64, 12, 2048},
 		{"q3", FormatQ, 3, 64, 41, 256},
 		{"f32", FormatF32, 0, 0, 517, 256},
 		{"f16", FormatF16, 0, 0, 130, 320},
@@ -40,6 +44,16 @@ func TestMatVecsRowInvariant(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w := randWeight(r, tc.f, tc.N, tc.K, tc.bits, tc.gs)
 			w2 := randWeight(r, tc.f, tc.N/2+3, tc.K, tc.bits, tc.gs)
+			for _, q := range []*QMatrix{w.Q, w2.Q} {
+				switch {
+				case strings.HasSuffix(tc.name, "bf16meta"): // scales and biases kept as bf16 (MLX's)
+					roundAll(q.Scales, func(v float32) float32 { return BF16ToF32(F32ToBF16(v)) })
+					roundAll(q.Biases, func(v float32) float32 { return BF16ToF32(F32ToBF16(v)) })
+				case strings.HasSuffix(tc.name, "f16meta"):
+					roundAll(q.Scales, func(v float32) float32 { return F16ToF32(F32ToF16(v)) })
+					roundAll(q.Biases, func(v float32) float32 { return F16ToF32(F32ToF16(v)) })
+				}
+			}
 			if strings.Contains(tc.name, "prepared") {
 				Prepare(w)
 				Prepare(w2)
@@ -86,5 +100,11 @@ func TestMatVecsAllocs(t *testing.T) {
 	p.MatVecs(dst, x, L, ws) // grow the scratch
 	if a := testing.AllocsPerRun(20, func() { p.MatVecs(dst, x, L, ws) }); a != 0 {
 		t.Errorf("%v allocs per MatVecs", a)
+	}
+}
+
+func roundAll(x []float32, f func(float32) float32) {
+	for i, v := range x {
+		x[i] = f(v)
 	}
 }
