@@ -190,9 +190,11 @@ func firstDiff(a, b []float32, tol float64) int {
 }
 
 // TestBatchMetal runs Batch steps on the Metal kernels (the MSL
-// interpreter; the GPU with INGOT_TEST_BACKEND), whose mat-muls take the
-// multi-row kernels (no MatVecser): the logits are those of one-token steps
-// within 1e-3, as TestTinycode holds the backends to transformers'.
+// interpreter; the GPU with INGOT_TEST_BACKEND): the logits are those of
+// one-token steps within 1e-3, as TestTinycode holds the backends to
+// transformers', whatever the device's MatVecs (the Apple-shaped small-batch
+// mat-vec, whose bits kernels.TestMetalBatchInvariant checks, or MatMuls on
+// NVIDIA-shaped kernels).
 func TestBatchMetal(t *testing.T) {
 	name := os.Getenv("INGOT_TEST_BACKEND")
 	if name == "" || name == "metal-emu" {
