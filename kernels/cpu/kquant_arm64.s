@@ -1,0 +1,150 @@
+//go:build arm64 && !noasm
+
+#include "textflag.h"
+
+// NEON dot products of GGUF blocks (see kquant_arm64.go). Every weight is
+// formed as the reference does, in float32 with one rounding per operation:
+// q8_0 d·q, q4_0 d·(q − 8); each product with x is rounded (FMUL, no fused
+// multiply-add) and added (FADD) into 8 accumulators of 4 lanes (V16-V23),
+// summed at the end. Go's assembler lacks the float vector arithmetic and
+// the sign-extending widenings: they are WORDs, each with the instruction it
+// encodes (checked with llvm-mc).
+
+// FADD Vd.4S, Vn.4S, Vm.4S
+#define FADD4(m, n, d) WORD $(0x4e20d400 | (m)<<16 | (n)<<5 | (d))
+// FSUB Vd.4S, Vn.4S, Vm.4S: d = n − m
+#define FSUB4(m, n, d) WORD $(0x4ea0d400 | (m)<<16 | (n)<<5 | (d))
+// FMUL Vd.4S, Vn.4S, Vm.4S
+#define FMUL4(m, n, d) WORD $(0x6e20dc00 | (m)<<16 | (n)<<5 | (d))
+// FMUL Vd.4S, Vn.4S, Vm.S[i]
+#define FMULE(m, i, n, d) WORD $(0x4f809000 | ((i)&1)<<21 | (m)<<16 | ((i)>>1)<<11 | (n)<<5 | (d))
+// FADDP Vd.4S, Vn.4S, Vm.4S: d = (n0+n1, n2+n3, m0+m1, m2+m3)
+#define FADDP4(m, n, d) WORD $(0x6e20d400 | (m)<<16 | (n)<<5 | (d))
+// SCVTF Vd.4S, Vn.4S
+#define SCVTF4(n, d) WORD $(0x4e21d800 | (n)<<5 | (d))
+// UCVTF Vd.4S, Vn.4S
+#define UCVTF4(n, d) WORD $(0x6e21d800 | (n)<<5 | (d))
+// SXTL Vd.8H, Vn.8B and SXTL2 Vd.8H, Vn.16B (SSHLL #0)
+#define SXTLB(n, d) WORD $(0x0f08a400 | (n)<<5 | (d))
+#define SXTL2B(n, d) WORD $(0x4f08a400 | (n)<<5 | (d))
+// SXTL Vd.4S, Vn.4H and SXTL2 Vd.4S, Vn.8H
+#define SXTLH(n, d) WORD $(0x0f10a400 | (n)<<5 | (d))
+#define SXTL2H(n, d) WORD $(0x4f10a400 | (n)<<5 | (d))
+
+#define ZACC \
+	VEOR V16.B16, V16.B16, V16.B16; \
+	VEOR V17.B16, V17.B16, V17.B16; \
+	VEOR V18.B16, V18.B16, V18.B16; \
+	VEOR V19.B16, V19.B16, V19.B16; \
+	VEOR V20.B16, V20.B16, V20.B16; \
+	VEOR V21.B16, V21.B16, V21.B16; \
+	VEOR V22.B16, V22.B16, V22.B16; \
+	VEOR V23.B16, V23.B16, V23.B16
+
+// HSUM folds the accumulators V16-V23 into lane 0 of V16.
+#define HSUM \
+	FADD4(17, 16, 16); \
+	FADD4(19, 18, 18); \
+	FADD4(21, 20, 20); \
+	FADD4(23, 22, 22); \
+	FADD4(18, 16, 16); \
+	FADD4(22, 20, 20); \
+	FADD4(20, 16, 16); \
+	FADDP4(16, 16, 16); \
+	FADDP4(16, 16, 16)
+
+// WIDEN16 sign-extends the 16 bytes of Va into the words Vw..Vw+3, as floats
+// (exact), through halves Vh, Vh+1.
+#define WIDEN16(a, h, w0, w1, w2, w3) \
+	SXTLB(a, h); \
+	SXTL2B(a, h+1); \
+	SXTLH(h, w0); \
+	SXTL2H(h, w1); \
+	SXTLH(h+1, w2); \
+	SXTL2H(h+1, w3); \
+	SCVTF4(w0, w0); \
+	SCVTF4(w1, w1); \
+	SCVTF4(w2, w2); \
+	SCVTF4(w3, w3)
+
+// D32 loads a block's f16 d from R0 (stepping past it) into lane 0 of V8.
+#define D32 \
+	MOVHU.P 2(R0), R3; \
+	FMOVS   R3, F8; \
+	FCVTHS  F8, F8
+
+// DOT32 multiplies the codes' floats V24-V31 by d (V8 lane 0), then by the 32
+// values of x at R1 (stepping past them), and adds them into V16-V23.
+#define DOT32 \
+	FMULE(8, 0, 24, 24); \
+	FMULE(8, 0, 25, 25); \
+	FMULE(8, 0, 26, 26); \
+	FMULE(8, 0, 27, 27); \
+	FMULE(8, 0, 28, 28); \
+	FMULE(8, 0, 29, 29); \
+	FMULE(8, 0, 30, 30); \
+	FMULE(8, 0, 31, 31); \
+	VLD1.P 64(R1), [V0.S4, V1.S4, V2.S4, V3.S4]; \
+	VLD1.P 64(R1), [V4.S4, V5.S4, V6.S4, V7.S4]; \
+	FMUL4(0, 24, 24); \
+	FMUL4(1, 25, 25); \
+	FMUL4(2, 26, 26); \
+	FMUL4(3, 27, 27); \
+	FMUL4(4, 28, 28); \
+	FMUL4(5, 29, 29); \
+	FMUL4(6, 30, 30); \
+	FMUL4(7, 31, 31); \
+	FADD4(24, 16, 16); \
+	FADD4(25, 17, 17); \
+	FADD4(26, 18, 18); \
+	FADD4(27, 19, 19); \
+	FADD4(28, 20, 20); \
+	FADD4(29, 21, 21); \
+	FADD4(30, 22, 22); \
+	FADD4(31, 23, 23)
+
+// func dotQ8_0NEON(b *byte, x *float32, nb int) float32
+// b: nb ≥ 1 q8_0 blocks (f16 d, then 32 int8 codes); x: 32·nb values.
+TEXT ·dotQ8_0NEON(SB), NOSPLIT, $0-28
+	MOVD b+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD nb+16(FP), R2
+	ZACC
+q80loop:
+	D32
+	VLD1.P 32(R0), [V0.B16, V1.B16]
+	WIDEN16(0, 2, 24, 25, 26, 27)
+	WIDEN16(1, 4, 28, 29, 30, 31)
+	DOT32
+	SUBS $1, R2, R2
+	BNE  q80loop
+	HSUM
+	FMOVS F16, ret+24(FP)
+	RET
+
+// func dotQ4_0NEON(b *byte, x *float32, nb int) float32
+// b: nb ≥ 1 q4_0 blocks (f16 d, then 16 bytes: value j < 16 the low nibble
+// of byte j, 16 + j the high); x: 32·nb values. w = d·(q − 8): q − 8 formed
+// in bytes, then widened.
+TEXT ·dotQ4_0NEON(SB), NOSPLIT, $0-28
+	MOVD b+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD nb+16(FP), R2
+	VMOVI $15, V14.B16
+	VMOVI $8, V15.B16
+	ZACC
+q40loop:
+	D32
+	VLD1.P 16(R0), [V0.B16]
+	VAND  V14.B16, V0.B16, V1.B16
+	VUSHR $4, V0.B16, V0.B16
+	VSUB  V15.B16, V1.B16, V1.B16
+	VSUB  V15.B16, V0.B16, V0.B16
+	WIDEN16(1, 2, 24, 25, 26, 27)
+	WIDEN16(0, 4, 28, 29, 30, 31)
+	DOT32
+	SUBS $1, R2, R2
+	BNE  q40loop
+	HSUM
+	FMOVS F16, ret+24(FP)
+	RET

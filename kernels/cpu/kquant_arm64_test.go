@@ -1,0 +1,59 @@
+//go:build arm64 && !noasm
+
+package cpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestKQuantNEONDispatch: an arm64 build with assembly runs the NEON kernels
+// (kqAVX2 is their switch), so the kquant tests' asm=true cases exercise them
+// instead of silently falling back to the portable dots.
+func TestKQuantNEONDispatch(t *testing.T) {
+	if !hasASIMD || !kqAVX2 {
+		t.Fatalf("hasASIMD %v, kqAVX2 %v: the NEON kquant kernels do not run", hasASIMD, kqAVX2)
+	}
+}
+
+// TestDotKQuantNEONRows compares the NEON row kernels (q8_0, q4_0) with the
+// portable block dots on rows of 1 to 9 blocks, x with mixed signs and
+// magnitudes: within TestDotKQuantAVX2's float32 summation bound.
+func TestDotKQuantNEONRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(31, 32))
+	for _, kt := range []KType{KQ8_0, KQ4_0} {
+		for nb := 1; nb <= 9; nb++ {
+			for range 20 {
+				K := 32 * nb
+				x := make([]float32, K)
+				for i := range x {
+					x[i] = float32(r.NormFloat64() * math.Pow(2, float64(r.IntN(9)-4)))
+				}
+				w := randKQuant(kt, 1, K, r.Uint64())
+				row := make([]float32, K)
+				w.Row(row, 0)
+				var mag float64
+				for i, v := range row {
+					mag += math.Abs(float64(v) * float64(x[i]))
+				}
+				var got, want float32
+				switch kt {
+				case KQ8_0:
+					got = dotQ8_0NEON(&w.B[0], &x[0], nb)
+					for j := range nb {
+						want += dotQ8_0((*[34]byte)(w.B[34*j:]), (*[32]float32)(x[32*j:]))
+					}
+				case KQ4_0:
+					got = dotQ4_0NEON(&w.B[0], &x[0], nb)
+					for j := range nb {
+						want += dotQ4_0((*[18]byte)(w.B[18*j:]), (*[32]float32)(x[32*j:]))
+					}
+				}
+				if d := math.Abs(float64(got - want)); d > 512*0x1p-24*mag+1e-30 {
+					t.Fatalf("%s nb=%d: NEON %g, portable %g (|Σ| %g)", kt, nb, got, want, mag)
+				}
+			}
+		}
+	}
+}
