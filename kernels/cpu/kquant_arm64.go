@@ -4,8 +4,9 @@ package cpu
 
 // The NEON dot products of kquant_arm64.s (ARMv8.0 NEON, every arm64 CPU; no
 // SDOT: the weights and products are float32, as the reference forms them):
-// a row of q8_0 or q4_0 blocks (d widened by FCVT, exact). Types without a
-// NEON kernel run the portable dots.
+// a row of q8_0 or q4_0 blocks (d widened by FCVT, exact); one q4_k block,
+// its scales formed here in float32 exactly as dotQ4K forms them. Types
+// without a NEON kernel run the portable dots.
 
 //go:noescape
 func dotQ8_0NEON(b *byte, x *float32, nb int) float32
@@ -13,12 +14,30 @@ func dotQ8_0NEON(b *byte, x *float32, nb int) float32
 //go:noescape
 func dotQ4_0NEON(b *byte, x *float32, nb int) float32
 
+//go:noescape
+func dotQ4KNEON(qs *byte, ac *[16]float32, x *float32) float32
+
 // kqAVX2 is whether dotKQuant runs the assembly kernels (tests switch it):
 // kquant.go names the switch after the amd64 ones; here it selects the NEON
 // kernels, which every arm64 CPU runs.
 var kqAVX2 = hasASIMD
 
-func dotQ4KAsm(b *[144]byte, x *[256]float32) float32 { return dotQ4K(b, x) }
+// q4kScalesNEON returns a q4_k block's d·sc and dmin·m of sub-block s at
+// 2s and 2s + 1: for each 64 values, the four dotQ4KNEON reads.
+func q4kScalesNEON(b *[144]byte) (ac [16]float32) {
+	d := F16ToF32(uint16(b[0]) | uint16(b[1])<<8)
+	dmin := F16ToF32(uint16(b[2]) | uint16(b[3])<<8)
+	for s := range 8 {
+		sc, m := scaleMin(s, b[4:16])
+		ac[2*s], ac[2*s+1] = d*sc, dmin*m
+	}
+	return ac
+}
+
+func dotQ4KAsm(b *[144]byte, x *[256]float32) float32 {
+	ac := q4kScalesNEON(b)
+	return dotQ4KNEON(&b[16], &ac, &x[0])
+}
 
 func dotQ5KAsm(b *[176]byte, x *[256]float32) float32 { return dotQ5K(b, x) }
 

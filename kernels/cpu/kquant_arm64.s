@@ -4,7 +4,7 @@
 
 // NEON dot products of GGUF blocks (see kquant_arm64.go). Every weight is
 // formed as the reference does, in float32 with one rounding per operation:
-// q8_0 d·q, q4_0 d·(q − 8); each product with x is rounded (FMUL, no fused
+// q8_0 d·q, q4_0 d·(q − 8), q4_k a·q then − c (FMUL, FSUB); each product with x is rounded (FMUL, no fused
 // multiply-add) and added (FADD) into 8 accumulators of 4 lanes (V16-V23),
 // summed at the end. Go's assembler lacks the float vector arithmetic and
 // the sign-extending widenings: they are WORDs, each with the instruction it
@@ -30,6 +30,11 @@
 // SXTL Vd.4S, Vn.4H and SXTL2 Vd.4S, Vn.8H
 #define SXTLH(n, d) WORD $(0x0f10a400 | (n)<<5 | (d))
 #define SXTL2H(n, d) WORD $(0x4f10a400 | (n)<<5 | (d))
+// UXTL, UXTL2 likewise, zero-extending (USHLL #0)
+#define UXTLB(n, d) WORD $(0x2f08a400 | (n)<<5 | (d))
+#define UXTL2B(n, d) WORD $(0x6f08a400 | (n)<<5 | (d))
+#define UXTLH(n, d) WORD $(0x2f10a400 | (n)<<5 | (d))
+#define UXTL2H(n, d) WORD $(0x6f10a400 | (n)<<5 | (d))
 
 #define ZACC \
 	VEOR V16.B16, V16.B16, V16.B16; \
@@ -67,23 +72,39 @@
 	SCVTF4(w2, w2); \
 	SCVTF4(w3, w3)
 
+// UWIDEN16 is WIDEN16 zero-extending.
+#define UWIDEN16(a, h, w0, w1, w2, w3) \
+	UXTLB(a, h); \
+	UXTL2B(a, h+1); \
+	UXTLH(h, w0); \
+	UXTL2H(h, w1); \
+	UXTLH(h+1, w2); \
+	UXTL2H(h+1, w3); \
+	UCVTF4(w0, w0); \
+	UCVTF4(w1, w1); \
+	UCVTF4(w2, w2); \
+	UCVTF4(w3, w3)
+
+// SCALE8 multiplies the floats V24-V31 by lane i of Vm.
+#define SCALE8(m, i) \
+	FMULE(m, i, 24, 24); \
+	FMULE(m, i, 25, 25); \
+	FMULE(m, i, 26, 26); \
+	FMULE(m, i, 27, 27); \
+	FMULE(m, i, 28, 28); \
+	FMULE(m, i, 29, 29); \
+	FMULE(m, i, 30, 30); \
+	FMULE(m, i, 31, 31)
+
 // D32 loads a block's f16 d from R0 (stepping past it) into lane 0 of V8.
 #define D32 \
 	MOVHU.P 2(R0), R3; \
 	FMOVS   R3, F8; \
 	FCVTHS  F8, F8
 
-// DOT32 multiplies the codes' floats V24-V31 by d (V8 lane 0), then by the 32
-// values of x at R1 (stepping past them), and adds them into V16-V23.
-#define DOT32 \
-	FMULE(8, 0, 24, 24); \
-	FMULE(8, 0, 25, 25); \
-	FMULE(8, 0, 26, 26); \
-	FMULE(8, 0, 27, 27); \
-	FMULE(8, 0, 28, 28); \
-	FMULE(8, 0, 29, 29); \
-	FMULE(8, 0, 30, 30); \
-	FMULE(8, 0, 31, 31); \
+// XDOT32 multiplies the weights V24-V31 by the 32 values of x at R1
+// (stepping past them) and adds them into V16-V23; it clobbers V0-V7.
+#define XDOT32 \
 	VLD1.P 64(R1), [V0.S4, V1.S4, V2.S4, V3.S4]; \
 	VLD1.P 64(R1), [V4.S4, V5.S4, V6.S4, V7.S4]; \
 	FMUL4(0, 24, 24); \
@@ -102,6 +123,11 @@
 	FADD4(29, 21, 21); \
 	FADD4(30, 22, 22); \
 	FADD4(31, 23, 23)
+
+// DOT32 multiplies the codes' floats V24-V31 by d (V8 lane 0), then by x.
+#define DOT32 \
+	SCALE8(8, 0); \
+	XDOT32
 
 // func dotQ8_0NEON(b *byte, x *float32, nb int) float32
 // b: nb ≥ 1 q8_0 blocks (f16 d, then 32 int8 codes); x: 32·nb values.
@@ -145,6 +171,53 @@ q40loop:
 	DOT32
 	SUBS $1, R2, R2
 	BNE  q40loop
+	HSUM
+	FMOVS F16, ret+24(FP)
+	RET
+
+// SUBC8 subtracts Vc from the weights V24-V31.
+#define SUBC8(c) \
+	FSUB4(c, 24, 24); \
+	FSUB4(c, 25, 25); \
+	FSUB4(c, 26, 26); \
+	FSUB4(c, 27, 27); \
+	FSUB4(c, 28, 28); \
+	FSUB4(c, 29, 29); \
+	FSUB4(c, 30, 30); \
+	FSUB4(c, 31, 31)
+
+// func dotQ4KNEON(qs *byte, ac *[16]float32, x *float32) float32
+// qs: the 128 code bytes of a q4_k block; ac: for each 64 values k, a and c
+// of sub-block 2k (the low nibbles of qs[32k:32k+32], x[64k:64k+32]), then
+// of 2k + 1 (the high nibbles, x[64k+32:64k+64]); x: 256 values.
+TEXT ·dotQ4KNEON(SB), NOSPLIT, $0-28
+	MOVD qs+0(FP), R0
+	MOVD ac+8(FP), R2
+	MOVD x+16(FP), R1
+	VMOVI $15, V14.B16
+	ZACC
+	MOVD $4, R4
+q4kloop:
+	VLD1.P 16(R2), [V9.S4]
+	VDUP   V9.S[1], V12.S4
+	VDUP   V9.S[3], V13.S4
+	VLD1.P 32(R0), [V0.B16, V1.B16]
+	VAND   V14.B16, V0.B16, V2.B16
+	VAND   V14.B16, V1.B16, V3.B16
+	VUSHR  $4, V0.B16, V10.B16
+	VUSHR  $4, V1.B16, V11.B16
+	UWIDEN16(2, 4, 24, 25, 26, 27)
+	UWIDEN16(3, 6, 28, 29, 30, 31)
+	SCALE8(9, 0)
+	SUBC8(12)
+	XDOT32
+	UWIDEN16(10, 4, 24, 25, 26, 27)
+	UWIDEN16(11, 6, 28, 29, 30, 31)
+	SCALE8(9, 2)
+	SUBC8(13)
+	XDOT32
+	SUBS $1, R4, R4
+	BNE  q4kloop
 	HSUM
 	FMOVS F16, ret+24(FP)
 	RET

@@ -57,3 +57,37 @@ func TestDotKQuantNEONRows(t *testing.T) {
 		}
 	}
 }
+
+// TestDotKQuantNEONBlocks compares the NEON block kernels, called directly,
+// with the portable block dots on random blocks (every code and scale
+// pattern), x with mixed signs and magnitudes: within TestDotKQuantAVX2's
+// bound.
+func TestDotKQuantNEONBlocks(t *testing.T) {
+	r := rand.New(rand.NewPCG(33, 34))
+	x := make([]float32, 256)
+	xb := (*[256]float32)(x)
+	for range 300 {
+		for i := range x {
+			x[i] = float32(r.NormFloat64() * math.Pow(2, float64(r.IntN(9)-4)))
+		}
+		for _, kt := range []KType{KQ4K} {
+			w := randKQuant(kt, 1, 256, r.Uint64())
+			row := make([]float32, 256)
+			w.Row(row, 0)
+			var mag float64
+			for i, v := range row {
+				mag += math.Abs(float64(v) * float64(x[i]))
+			}
+			var got, want float32
+			switch kt {
+			case KQ4K:
+				b := (*[144]byte)(w.B)
+				ac := q4kScalesNEON(b)
+				got, want = dotQ4KNEON(&b[16], &ac, &x[0]), dotQ4K(b, xb)
+			}
+			if d := math.Abs(float64(got - want)); d > 512*0x1p-24*mag+1e-30 {
+				t.Fatalf("%s: NEON %g, portable %g (|Σ| %g)", kt, got, want, mag)
+			}
+		}
+	}
+}
