@@ -4,9 +4,9 @@ package cpu
 
 // The NEON dot products of kquant_arm64.s (ARMv8.0 NEON, every arm64 CPU; no
 // SDOT: the weights and products are float32, as the reference forms them):
-// a row of q8_0 or q4_0 blocks (d widened by FCVT, exact); one q4_k block,
-// its scales formed here in float32 exactly as dotQ4K forms them. Types
-// without a NEON kernel run the portable dots.
+// a row of q8_0 or q4_0 blocks (d widened by FCVT, exact); one q4_k or q6_k
+// block, its scales formed here in float32 exactly as dotQ4K and dotQ6K form
+// them. Types without a NEON kernel (q5_k) run the portable dots.
 
 //go:noescape
 func dotQ8_0NEON(b *byte, x *float32, nb int) float32
@@ -16,6 +16,9 @@ func dotQ4_0NEON(b *byte, x *float32, nb int) float32
 
 //go:noescape
 func dotQ4KNEON(qs *byte, ac *[16]float32, x *float32) float32
+
+//go:noescape
+func dotQ6KNEON(b *byte, a *[16]float32, x *float32) float32
 
 // kqAVX2 is whether dotKQuant runs the assembly kernels (tests switch it):
 // kquant.go names the switch after the amd64 ones; here it selects the NEON
@@ -41,7 +44,25 @@ func dotQ4KAsm(b *[144]byte, x *[256]float32) float32 {
 
 func dotQ5KAsm(b *[176]byte, x *[256]float32) float32 { return dotQ5K(b, x) }
 
-func dotQ6KAsm(b *[210]byte, x *[256]float32) float32 { return dotQ6K(b, x) }
+// q6kScalesNEON returns a q6_k block's d·sc of its 16 groups in the order
+// dotQ6KNEON's four steps read them: step (n, h), the values 128n + 16h +
+// 32j + l (l < 16), takes groups 8n + h + 2j, j < 4, at 4(2n + h) + j.
+func q6kScalesNEON(b *[210]byte) (a [16]float32) {
+	d := F16ToF32(uint16(b[208]) | uint16(b[209])<<8)
+	for n := range 2 {
+		for h := range 2 {
+			for j := range 4 {
+				a[4*(2*n+h)+j] = d * i8f[b[192+8*n+h+2*j]]
+			}
+		}
+	}
+	return a
+}
+
+func dotQ6KAsm(b *[210]byte, x *[256]float32) float32 {
+	a := q6kScalesNEON(b)
+	return dotQ6KNEON(&b[0], &a, &x[0])
+}
 
 // dotQ8_0Asm returns the q8_0 blocks r · x (len(x) a multiple of 32).
 func dotQ8_0Asm(r []byte, x []float32) float32 {

@@ -4,7 +4,7 @@
 
 // NEON dot products of GGUF blocks (see kquant_arm64.go). Every weight is
 // formed as the reference does, in float32 with one rounding per operation:
-// q8_0 d·q, q4_0 d·(q − 8), q4_k a·q then − c (FMUL, FSUB); each product with x is rounded (FMUL, no fused
+// q8_0 d·q, q4_0 d·(q − 8), q4_k a·q then − c (FMUL, FSUB), q6_k a·(q − 32); each product with x is rounded (FMUL, no fused
 // multiply-add) and added (FADD) into 8 accumulators of 4 lanes (V16-V23),
 // summed at the end. Go's assembler lacks the float vector arithmetic and
 // the sign-extending widenings: they are WORDs, each with the instruction it
@@ -218,6 +218,79 @@ q4kloop:
 	XDOT32
 	SUBS $1, R4, R4
 	BNE  q4kloop
+	HSUM
+	FMOVS F16, ret+24(FP)
+	RET
+
+// Q6GROUP forms the 16 weights of codes Vq (q − 32, in bytes) times lane i of
+// V9 and adds their products with the 16 values of x at xo(R1) into Va..Va+3.
+#define Q6GROUP(q, i, xo, xo2, a0, a1, a2, a3) \
+	WIDEN16(q, 0, 24, 25, 26, 27); \
+	FMULE(9, i, 24, 24); \
+	FMULE(9, i, 25, 25); \
+	FMULE(9, i, 26, 26); \
+	FMULE(9, i, 27, 27); \
+	FLDPQ xo(R1), (F28, F29); \
+	FLDPQ xo2(R1), (F30, F31); \
+	FMUL4(28, 24, 24); \
+	FMUL4(29, 25, 25); \
+	FMUL4(30, 26, 26); \
+	FMUL4(31, 27, 27); \
+	FADD4(24, a0, a0); \
+	FADD4(25, a1, a1); \
+	FADD4(26, a2, a2); \
+	FADD4(27, a3, a3)
+
+// Q6STEP runs the 64 values 128n + 16h + 32j + l (l < 16, j < 4) of a q6_k
+// block: low 4 bits in ql[64n + 16h + 32(j%2) + l] (nibble j/2) at ql0 and
+// ql1 = ql0 + 32, high 2 in qh[32n + 16h + l] (bits 2j) at qh; their scales
+// the four floats at s(R2); x at xo (bytes), group j at xo + 128j.
+#define Q6STEP(ql0, ql1, qh, s, x0, x1, x2, x3, x4, x5, x6, x7) \
+	FMOVQ ql0(R0), F0; \
+	FMOVQ ql1(R0), F1; \
+	FMOVQ qh(R0), F2; \
+	FMOVQ s(R2), F9; \
+	VAND  V14.B16, V0.B16, V3.B16; \
+	VAND  V13.B16, V2.B16, V4.B16; \
+	VSHL  $4, V4.B16, V4.B16; \
+	VORR  V4.B16, V3.B16, V3.B16; \
+	VAND  V14.B16, V1.B16, V4.B16; \
+	VSHL  $2, V2.B16, V5.B16; \
+	VAND  V12.B16, V5.B16, V5.B16; \
+	VORR  V5.B16, V4.B16, V4.B16; \
+	VUSHR $4, V0.B16, V5.B16; \
+	VAND  V12.B16, V2.B16, V6.B16; \
+	VORR  V6.B16, V5.B16, V5.B16; \
+	VUSHR $4, V1.B16, V6.B16; \
+	VUSHR $2, V2.B16, V7.B16; \
+	VAND  V12.B16, V7.B16, V7.B16; \
+	VORR  V7.B16, V6.B16, V6.B16; \
+	VSUB  V15.B16, V3.B16, V3.B16; \
+	VSUB  V15.B16, V4.B16, V4.B16; \
+	VSUB  V15.B16, V5.B16, V5.B16; \
+	VSUB  V15.B16, V6.B16, V6.B16; \
+	Q6GROUP(3, 0, x0, x1, 16, 17, 18, 19); \
+	Q6GROUP(4, 1, x2, x3, 20, 21, 22, 23); \
+	Q6GROUP(5, 2, x4, x5, 16, 17, 18, 19); \
+	Q6GROUP(6, 3, x6, x7, 20, 21, 22, 23)
+
+// func dotQ6KNEON(b *byte, a *[16]float32, x *float32) float32
+// b: a q6_k block (ql at 0, qh at 128); a: d·sc of its 16 groups in the
+// order of the four steps (n, h): groups 8n + h + 2j, j < 4 (see
+// q6kScalesNEON); x: 256 values. w = a·(q − 32): q − 32 formed in bytes.
+TEXT ·dotQ6KNEON(SB), NOSPLIT, $0-28
+	MOVD b+0(FP), R0
+	MOVD a+8(FP), R2
+	MOVD x+16(FP), R1
+	VMOVI $15, V14.B16
+	VMOVI $3, V13.B16
+	VMOVI $48, V12.B16
+	VMOVI $32, V15.B16
+	ZACC
+	Q6STEP(0, 32, 128, 0, 0, 32, 128, 160, 256, 288, 384, 416)
+	Q6STEP(16, 48, 144, 16, 64, 96, 192, 224, 320, 352, 448, 480)
+	Q6STEP(64, 96, 160, 32, 512, 544, 640, 672, 768, 800, 896, 928)
+	Q6STEP(80, 112, 176, 48, 576, 608, 704, 736, 832, 864, 960, 992)
 	HSUM
 	FMOVS F16, ret+24(FP)
 	RET

@@ -70,7 +70,7 @@ func TestDotKQuantNEONBlocks(t *testing.T) {
 		for i := range x {
 			x[i] = float32(r.NormFloat64() * math.Pow(2, float64(r.IntN(9)-4)))
 		}
-		for _, kt := range []KType{KQ4K} {
+		for _, kt := range []KType{KQ4K, KQ6K} {
 			w := randKQuant(kt, 1, 256, r.Uint64())
 			row := make([]float32, 256)
 			w.Row(row, 0)
@@ -84,6 +84,10 @@ func TestDotKQuantNEONBlocks(t *testing.T) {
 				b := (*[144]byte)(w.B)
 				ac := q4kScalesNEON(b)
 				got, want = dotQ4KNEON(&b[16], &ac, &x[0]), dotQ4K(b, xb)
+			case KQ6K:
+				b := (*[210]byte)(w.B)
+				a := q6kScalesNEON(b)
+				got, want = dotQ6KNEON(&b[0], &a, &x[0]), dotQ6K(b, xb)
 			}
 			if d := math.Abs(float64(got - want)); d > 512*0x1p-24*mag+1e-30 {
 				t.Fatalf("%s: NEON %g, portable %g (|Σ| %g)", kt, got, want, mag)
