@@ -6,7 +6,8 @@ package cpu
 // SDOT: the weights and products are float32, as the reference forms them):
 // a row of q8_0 or q4_0 blocks (d widened by FCVT, exact); one q4_k or q6_k
 // block, its scales formed here in float32 exactly as dotQ4K and dotQ6K form
-// them. Types without a NEON kernel (q5_k) run the portable dots.
+// them; and their dequantizers (Row, the prefill path). Types without a NEON
+// kernel (q5_k) run the portable code.
 
 //go:noescape
 func dotQ8_0NEON(b *byte, x *float32, nb int) float32
@@ -19,6 +20,20 @@ func dotQ4KNEON(qs *byte, ac *[16]float32, x *float32) float32
 
 //go:noescape
 func dotQ6KNEON(b *byte, a *[16]float32, x *float32) float32
+
+// The dequantizers: the weights the dot kernels form, bit for bit, stored.
+
+//go:noescape
+func deqQ8_0NEON(b *byte, dst *float32, nb int)
+
+//go:noescape
+func deqQ4_0NEON(b *byte, dst *float32, nb int)
+
+//go:noescape
+func deqQ4KNEON(qs *byte, ac *[16]float32, dst *float32)
+
+//go:noescape
+func deqQ6KNEON(b *byte, a *[16]float32, dst *float32)
 
 // kqAVX2 is whether dotKQuant runs the assembly kernels (tests switch it):
 // kquant.go names the switch after the amd64 ones; here it selects the NEON
@@ -84,5 +99,31 @@ func dotQ4_0Asm(r []byte, x []float32) float32 {
 	return dotQ4_0NEON(&r[0], &x[0], nb)
 }
 
-// rowAsm reports false: Row dequantizes with the portable code on arm64.
-func (w *KQuant) rowAsm(dst []float32, n int) bool { return false }
+// rowAsm writes row n of w dequantized into dst with the NEON kernels and
+// reports true, or false for a type they do not cover (q5_k).
+func (w *KQuant) rowAsm(dst []float32, n int) bool {
+	r := w.row(n)
+	switch w.Type {
+	case KQ8_0:
+		nb := w.K / 32
+		_ = dst[nb*32-1]
+		deqQ8_0NEON(&r[0], &dst[0], nb)
+	case KQ4_0:
+		nb := w.K / 32
+		_ = dst[nb*32-1]
+		deqQ4_0NEON(&r[0], &dst[0], nb)
+	case KQ4K:
+		for j := range w.K / 256 {
+			ac := q4kScalesNEON((*[144]byte)(r[j*144:]))
+			deqQ4KNEON(&r[j*144+16], &ac, &(*[256]float32)(dst[j*256:])[0])
+		}
+	case KQ6K:
+		for j := range w.K / 256 {
+			a := q6kScalesNEON((*[210]byte)(r[j*210:]))
+			deqQ6KNEON(&r[j*210], &a, &(*[256]float32)(dst[j*256:])[0])
+		}
+	default:
+		return false
+	}
+	return true
+}

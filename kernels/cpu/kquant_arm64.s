@@ -294,3 +294,139 @@ TEXT ·dotQ6KNEON(SB), NOSPLIT, $0-28
 	HSUM
 	FMOVS F16, ret+24(FP)
 	RET
+
+// The dequantizers: the weights the dot kernels form, stored to dst (R1)
+// instead of multiplied by x.
+
+// ST32 stores the weights V24-V31 at R1, stepping past them.
+#define ST32 \
+	VST1.P [V24.S4, V25.S4, V26.S4, V27.S4], 64(R1); \
+	VST1.P [V28.S4, V29.S4, V30.S4, V31.S4], 64(R1)
+
+// func deqQ8_0NEON(b *byte, dst *float32, nb int)
+// The weights of nb ≥ 1 q8_0 blocks into dst, as dotQ8_0NEON forms them.
+TEXT ·deqQ8_0NEON(SB), NOSPLIT, $0-24
+	MOVD b+0(FP), R0
+	MOVD dst+8(FP), R1
+	MOVD nb+16(FP), R2
+dq80loop:
+	D32
+	VLD1.P 32(R0), [V0.B16, V1.B16]
+	WIDEN16(0, 2, 24, 25, 26, 27)
+	WIDEN16(1, 4, 28, 29, 30, 31)
+	SCALE8(8, 0)
+	ST32
+	SUBS $1, R2, R2
+	BNE  dq80loop
+	RET
+
+// func deqQ4_0NEON(b *byte, dst *float32, nb int)
+// The weights of nb ≥ 1 q4_0 blocks into dst, as dotQ4_0NEON forms them.
+TEXT ·deqQ4_0NEON(SB), NOSPLIT, $0-24
+	MOVD b+0(FP), R0
+	MOVD dst+8(FP), R1
+	MOVD nb+16(FP), R2
+	VMOVI $15, V14.B16
+	VMOVI $8, V15.B16
+dq40loop:
+	D32
+	VLD1.P 16(R0), [V0.B16]
+	VAND  V14.B16, V0.B16, V1.B16
+	VUSHR $4, V0.B16, V0.B16
+	VSUB  V15.B16, V1.B16, V1.B16
+	VSUB  V15.B16, V0.B16, V0.B16
+	WIDEN16(1, 2, 24, 25, 26, 27)
+	WIDEN16(0, 4, 28, 29, 30, 31)
+	SCALE8(8, 0)
+	ST32
+	SUBS $1, R2, R2
+	BNE  dq40loop
+	RET
+
+// func deqQ4KNEON(qs *byte, ac *[16]float32, dst *float32)
+// The 256 weights of a q4_k block into dst, as dotQ4KNEON forms them.
+TEXT ·deqQ4KNEON(SB), NOSPLIT, $0-24
+	MOVD qs+0(FP), R0
+	MOVD ac+8(FP), R2
+	MOVD dst+16(FP), R1
+	VMOVI $15, V14.B16
+	MOVD $4, R4
+dq4kloop:
+	VLD1.P 16(R2), [V9.S4]
+	VDUP   V9.S[1], V12.S4
+	VDUP   V9.S[3], V13.S4
+	VLD1.P 32(R0), [V0.B16, V1.B16]
+	VAND   V14.B16, V0.B16, V2.B16
+	VAND   V14.B16, V1.B16, V3.B16
+	VUSHR  $4, V0.B16, V10.B16
+	VUSHR  $4, V1.B16, V11.B16
+	UWIDEN16(2, 4, 24, 25, 26, 27)
+	UWIDEN16(3, 6, 28, 29, 30, 31)
+	SCALE8(9, 0)
+	SUBC8(12)
+	ST32
+	UWIDEN16(10, 4, 24, 25, 26, 27)
+	UWIDEN16(11, 6, 28, 29, 30, 31)
+	SCALE8(9, 2)
+	SUBC8(13)
+	ST32
+	SUBS $1, R4, R4
+	BNE  dq4kloop
+	RET
+
+// DQ6GROUP stores the 16 weights of codes Vq (q − 32) times lane i of V9 at
+// do(R1) and do2(R1) = do + 32.
+#define DQ6GROUP(q, i, do, do2) \
+	WIDEN16(q, 0, 24, 25, 26, 27); \
+	FMULE(9, i, 24, 24); \
+	FMULE(9, i, 25, 25); \
+	FMULE(9, i, 26, 26); \
+	FMULE(9, i, 27, 27); \
+	FSTPQ (F24, F25), do(R1); \
+	FSTPQ (F26, F27), do2(R1)
+
+// DQ6STEP is Q6STEP storing the weights.
+#define DQ6STEP(ql0, ql1, qh, s, x0, x1, x2, x3, x4, x5, x6, x7) \
+	FMOVQ ql0(R0), F0; \
+	FMOVQ ql1(R0), F1; \
+	FMOVQ qh(R0), F2; \
+	FMOVQ s(R2), F9; \
+	VAND  V14.B16, V0.B16, V3.B16; \
+	VAND  V13.B16, V2.B16, V4.B16; \
+	VSHL  $4, V4.B16, V4.B16; \
+	VORR  V4.B16, V3.B16, V3.B16; \
+	VAND  V14.B16, V1.B16, V4.B16; \
+	VSHL  $2, V2.B16, V5.B16; \
+	VAND  V12.B16, V5.B16, V5.B16; \
+	VORR  V5.B16, V4.B16, V4.B16; \
+	VUSHR $4, V0.B16, V5.B16; \
+	VAND  V12.B16, V2.B16, V6.B16; \
+	VORR  V6.B16, V5.B16, V5.B16; \
+	VUSHR $4, V1.B16, V6.B16; \
+	VUSHR $2, V2.B16, V7.B16; \
+	VAND  V12.B16, V7.B16, V7.B16; \
+	VORR  V7.B16, V6.B16, V6.B16; \
+	VSUB  V15.B16, V3.B16, V3.B16; \
+	VSUB  V15.B16, V4.B16, V4.B16; \
+	VSUB  V15.B16, V5.B16, V5.B16; \
+	VSUB  V15.B16, V6.B16, V6.B16; \
+	DQ6GROUP(3, 0, x0, x1); \
+	DQ6GROUP(4, 1, x2, x3); \
+	DQ6GROUP(5, 2, x4, x5); \
+	DQ6GROUP(6, 3, x6, x7)
+
+// func deqQ6KNEON(b *byte, a *[16]float32, dst *float32)
+// The 256 weights of a q6_k block into dst, as dotQ6KNEON forms them.
+TEXT ·deqQ6KNEON(SB), NOSPLIT, $0-24
+	MOVD b+0(FP), R0
+	MOVD a+8(FP), R2
+	MOVD dst+16(FP), R1
+	VMOVI $15, V14.B16
+	VMOVI $3, V13.B16
+	VMOVI $48, V12.B16
+	VMOVI $32, V15.B16
+	DQ6STEP(0, 32, 128, 0, 0, 32, 128, 160, 256, 288, 384, 416)
+	DQ6STEP(16, 48, 144, 16, 64, 96, 192, 224, 320, 352, 448, 480)
+	DQ6STEP(64, 96, 160, 32, 512, 544, 640, 672, 768, 800, 896, 928)
+	DQ6STEP(80, 112, 176, 48, 576, 608, 704, 736, 832, 864, 960, 992)
+	RET
