@@ -88,7 +88,7 @@ func (w *KQuant) row(n int) []byte {
 
 // Row writes row n of w, dequantized exactly, into dst (K).
 func (w *KQuant) Row(dst []float32, n int) {
-	if kqAVX2 && w.rowAsm(dst, n) {
+	if kqAsm && w.rowAsm(dst, n) {
 		return
 	}
 	t := &kTypes[w.Type]
@@ -197,14 +197,14 @@ func dotKQuant(t KType, r []byte, x []float32) float32 {
 	var sum float32
 	switch t {
 	case KQ8_0:
-		if kqAVX2 {
+		if kqAsm {
 			return dotQ8_0Asm(r, x)
 		}
 		for j := range len(x) / 32 {
 			sum += dotQ8_0((*[34]byte)(r[j*34:]), (*[32]float32)(x[j*32:]))
 		}
 	case KQ4_0:
-		if kqAVX2 {
+		if kqAsm {
 			return dotQ4_0Asm(r, x)
 		}
 		for j := range len(x) / 32 {
@@ -213,7 +213,7 @@ func dotKQuant(t KType, r []byte, x []float32) float32 {
 	case KQ4K:
 		for j := range len(x) / 256 {
 			b, xb := (*[144]byte)(r[j*144:]), (*[256]float32)(x[j*256:])
-			if kqAVX2 {
+			if kqAsm {
 				sum += dotQ4KAsm(b, xb)
 			} else {
 				sum += dotQ4K(b, xb)
@@ -222,7 +222,7 @@ func dotKQuant(t KType, r []byte, x []float32) float32 {
 	case KQ5K:
 		for j := range len(x) / 256 {
 			b, xb := (*[176]byte)(r[j*176:]), (*[256]float32)(x[j*256:])
-			if kqAVX2 {
+			if kqAsm {
 				sum += dotQ5KAsm(b, xb)
 			} else {
 				sum += dotQ5K(b, xb)
@@ -231,7 +231,7 @@ func dotKQuant(t KType, r []byte, x []float32) float32 {
 	case KQ6K:
 		for j := range len(x) / 256 {
 			b, xb := (*[210]byte)(r[j*210:]), (*[256]float32)(x[j*256:])
-			if kqAVX2 {
+			if kqAsm {
 				sum += dotQ6KAsm(b, xb)
 			} else {
 				sum += dotQ6K(b, xb)

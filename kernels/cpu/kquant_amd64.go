@@ -32,8 +32,8 @@ func deqQ6KAVX2(b *byte, a *[16]float32, dst *float32)
 //go:noescape
 func deqQ8_0AVX2(b *byte, dst *float32, nb int)
 
-// kqAVX2 is whether dotKQuant runs the AVX2 kernels (tests switch it).
-var kqAVX2 = cpuid.CPU.Supports(cpuid.AVX, cpuid.AVX2, cpuid.F16C)
+// kqAsm is whether dotKQuant runs the AVX2 kernels (tests switch it).
+var kqAsm = cpuid.CPU.Supports(cpuid.AVX, cpuid.AVX2, cpuid.F16C)
 
 // q4kScales returns a q4_k (or q5_k: the same first 16 bytes) block's d·sc
 // (8) then dmin·m (8).

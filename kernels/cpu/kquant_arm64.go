@@ -35,10 +35,9 @@ func deqQ4KNEON(qs *byte, ac *[16]float32, dst *float32)
 //go:noescape
 func deqQ6KNEON(b *byte, a *[16]float32, dst *float32)
 
-// kqAVX2 is whether dotKQuant runs the assembly kernels (tests switch it):
-// kquant.go names the switch after the amd64 ones; here it selects the NEON
-// kernels, which every arm64 CPU runs.
-var kqAVX2 = hasASIMD
+// kqAsm is whether dotKQuant runs the NEON kernels, which every arm64 CPU
+// runs (tests switch it).
+var kqAsm = hasASIMD
 
 // q4kScalesNEON returns a q4_k block's d·sc and dmin·m of sub-block s at
 // 2s and 2s + 1: for each 64 values, the four dotQ4KNEON reads.

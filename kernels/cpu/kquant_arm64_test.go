@@ -9,11 +9,11 @@ import (
 )
 
 // TestKQuantNEONDispatch: an arm64 build with assembly runs the NEON kernels
-// (kqAVX2 is their switch), so the kquant tests' asm=true cases exercise them
+// (kqAsm is their switch), so the kquant tests' asm=true cases exercise them
 // instead of silently falling back to the portable dots.
 func TestKQuantNEONDispatch(t *testing.T) {
-	if !hasASIMD || !kqAVX2 {
-		t.Fatalf("hasASIMD %v, kqAVX2 %v: the NEON kquant kernels do not run", hasASIMD, kqAVX2)
+	if !hasASIMD || !kqAsm {
+		t.Fatalf("hasASIMD %v, kqAsm %v: the NEON kquant kernels do not run", hasASIMD, kqAsm)
 	}
 }
 

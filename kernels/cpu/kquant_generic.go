@@ -2,8 +2,8 @@
 
 package cpu
 
-// kqAVX2 is false: dotKQuant runs the portable dot products.
-var kqAVX2 = false
+// kqAsm is false: dotKQuant runs the portable dot products.
+var kqAsm = false
 
 func dotQ4KAsm(b *[144]byte, x *[256]float32) float32 { return dotQ4K(b, x) }
 

@@ -22,12 +22,12 @@ var kTypeGGUF = map[KType]gguf.Type{KQ8_0: gguf.TypeQ8_0, KQ4_0: gguf.TypeQ4_0, 
 // AVX2 ones.
 func kqAsms(t *testing.T, f func(t *testing.T)) {
 	asms := []bool{false}
-	if kqAVX2 {
+	if kqAsm {
 		asms = append(asms, true)
 	}
-	defer func(a bool) { kqAVX2 = a }(kqAVX2)
+	defer func(a bool) { kqAsm = a }(kqAsm)
 	for _, asm := range asms {
-		kqAVX2 = asm
+		kqAsm = asm
 		t.Run(fmt.Sprintf("asm=%v", asm), f)
 	}
 }
@@ -234,12 +234,12 @@ func BenchmarkMatMulKQuant(b *testing.B) {
 		}
 		dst := make([]float32, L*N)
 		for _, asm := range []bool{false, true} {
-			if asm && !kqAVX2 {
+			if asm && !kqAsm {
 				continue
 			}
 			b.Run(fmt.Sprintf("w=%s/L=%d/shape=%dx%d/asm=%v", kt, L, N, K, asm), func(b *testing.B) {
-				defer func(a bool) { kqAVX2 = a }(kqAVX2)
-				kqAVX2 = asm
+				defer func(a bool) { kqAsm = a }(kqAsm)
+				kqAsm = asm
 				b.SetBytes(int64(w.Bytes()))
 				for b.Loop() {
 					p.MatMulKQuant(dst, x, L, w)
@@ -253,7 +253,7 @@ func BenchmarkMatMulKQuant(b *testing.B) {
 // many random blocks (every code, 6-bit scale and min, int8 scale pattern),
 // x with mixed signs and magnitudes: within float32 summation error.
 func TestDotKQuantAVX2(t *testing.T) {
-	if !kqAVX2 {
+	if !kqAsm {
 		t.Skip("no AVX2 (or -tags noasm): the portable dots run")
 	}
 	r := rand.New(rand.NewPCG(9, 9))
