@@ -156,19 +156,25 @@ func TestMetalMatMulNVOff(t *testing.T) {
 }
 
 // BenchmarkMetalMatMulNV times prefill, matmul_<w>_f32_nv against the Apple
-// tiles (nv=false: INGOT_NV_MATMUL=0) in one run, on Llama-3.1-8B's shapes at
-// L = 512 on a GPU (INGOT_TEST_BACKEND=cuda) and on a small shape on the
-// interpreter, where it only proves the path runs. gpu-ns/op comes from the
-// command buffers' GPU time; GFLOP/s counts 2·L·N·K.
+// tiles (nv=false: INGOT_NV_MATMUL=0) in one run; see benchMatMulAB.
 func BenchmarkMetalMatMulNV(b *testing.B) {
 	m := testMetalNV(b)
 	nvTC = false // BenchmarkMetalMatMulTC times matmul_<w>_f32_tc
 	defer func() { nvTC = true }()
+	benchMatMulAB(b, m, []DType{DTypeQ4, DTypeQ8, DTypeF16}, "nv", &nvMatMul)
+}
+
+// benchMatMulAB times m's prefill MatMul on Llama-3.1-8B's shapes at L = 512
+// on a GPU (INGOT_TEST_BACKEND=cuda), or on a small shape on the interpreter,
+// where it only proves the path runs, once with *sw on and once off (label=
+// true/false); *sw is left on. gpu-ns/op comes from the command buffers' GPU
+// time; GFLOP/s counts 2·L·N·K.
+func benchMatMulAB(b *testing.B, m *Metal, dts []DType, label string, sw *bool) {
 	shapes := [][3]int{{512, 4096, 4096}, {512, 1024, 4096}, {512, 14336, 4096}, {512, 4096, 14336}} // L, N, K
 	if name := os.Getenv("INGOT_TEST_BACKEND"); name == "" || name == "metal-emu" {
 		shapes = [][3]int{{64, 128, 256}}
 	}
-	for _, dt := range []DType{DTypeQ4, DTypeQ8, DTypeF16} {
+	for _, dt := range dts {
 		for _, sh := range shapes {
 			L, N, K := sh[0], sh[1], sh[2]
 			var hw *Tensor
@@ -183,9 +189,9 @@ func BenchmarkMetalMatMulNV(b *testing.B) {
 			}
 			x, y := put(m, randn(L*K, 2), L, K), m.New(L, N)
 			for _, on := range []bool{true, false} {
-				b.Run(fmt.Sprintf("w=%s/L=%d/N=%d/K=%d/nv=%v", dt, L, N, K, on), func(b *testing.B) {
-					nvMatMul = on
-					defer func() { nvMatMul = true }()
+				b.Run(fmt.Sprintf("w=%s/L=%d/N=%d/K=%d/%s=%v", dt, L, N, K, label, on), func(b *testing.B) {
+					*sw = on
+					defer func() { *sw = true }()
 					m.ResetStats()
 					for b.Loop() {
 						m.MatMul(y, x, w)

@@ -512,15 +512,11 @@ func checkTC(t *testing.T, got []float32, want, scale []float64, ulps float64) (
 }
 
 // BenchmarkMetalMatMulTC times prefill, matmul_<w>_f32_tc against
-// matmul_<w>_f32_nv (tc=false: INGOT_NV_TC=0) in one run, on Llama-3.1-8B's
-// shapes at L = 512 on a GPU (INGOT_TEST_BACKEND=cuda) and on a small shape
-// on the interpreter, where it only proves the path runs. gpu-ns/op comes
-// from the command buffers' GPU time; GFLOP/s counts 2·L·N·K.
+// matmul_<w>_f32_nv (tc=false: INGOT_NV_TC=0) in one run; see benchMatMulAB.
+// On the interpreter it runs on a device reporting compute capability 9.0.
 func BenchmarkMetalMatMulTC(b *testing.B) {
 	var m *Metal
-	shapes := [][3]int{{512, 4096, 4096}, {512, 1024, 4096}, {512, 14336, 4096}, {512, 4096, 14336}} // L, N, K
 	if name := os.Getenv("INGOT_TEST_BACKEND"); name == "" || name == "metal-emu" {
-		shapes = [][3]int{{64, 128, 256}}
 		d, err := NewMetal(ccDevice{msltest.Open(b, ShaderFiles()...), 9, 0})
 		if err != nil {
 			b.Fatal(err)
@@ -531,37 +527,5 @@ func BenchmarkMetalMatMulTC(b *testing.B) {
 	} else {
 		m = testMetal(b)
 	}
-	for _, dt := range []DType{DTypeQ4, DTypeQ8, DTypeBF16} {
-		for _, sh := range shapes {
-			L, N, K := sh[0], sh[1], sh[2]
-			var hw *Tensor
-			if dt.Quantized() {
-				hw = hostQuant(dt, N, K, 64, 1)
-			} else {
-				hw, _ = hostFloat(dt, N, K, 1)
-			}
-			w, err := m.Upload(hw)
-			if err != nil {
-				b.Fatal(err)
-			}
-			x, y := put(m, randn(L*K, 2), L, K), m.New(L, N)
-			for _, on := range []bool{true, false} {
-				b.Run(fmt.Sprintf("w=%s/L=%d/N=%d/K=%d/tc=%v", dt, L, N, K, on), func(b *testing.B) {
-					nvTC = on
-					defer func() { nvTC = true }()
-					m.ResetStats()
-					for b.Loop() {
-						m.MatMul(y, x, w)
-						if err := m.Sync(b.Context()); err != nil {
-							b.Fatal(err)
-						}
-					}
-					s := m.Stats()
-					ns := float64(s.GPUTime.Nanoseconds()) / float64(max(s.CommandBuffers, 1))
-					b.ReportMetric(ns, "gpu-ns/op")
-					b.ReportMetric(2*float64(L)*float64(N)*float64(K)/ns, "GFLOP/s")
-				})
-			}
-		}
-	}
+	benchMatMulAB(b, m, []DType{DTypeQ4, DTypeQ8, DTypeBF16}, "tc", &nvTC)
 }
