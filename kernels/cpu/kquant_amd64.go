@@ -67,14 +67,7 @@ func dotQ5KAsm(b *[176]byte, x *[256]float32) float32 {
 }
 
 // dotQ4_0Asm returns the q4_0 blocks r · x (len(x) a multiple of 32).
-func dotQ4_0Asm(r []byte, x []float32) float32 {
-	nb := len(x) / 32
-	if nb == 0 {
-		return 0
-	}
-	_ = r[nb*18-1]
-	return dotQ4_0AVX2(&r[0], &x[0], nb)
-}
+func dotQ4_0Asm(r []byte, x []float32) float32 { return dotBlocks(dotQ4_0AVX2, 18, r, x) }
 
 func dotQ6KAsm(b *[210]byte, x *[256]float32) float32 {
 	a := q6kScales(b)
@@ -107,11 +100,4 @@ func (w *KQuant) rowAsm(dst []float32, n int) bool {
 }
 
 // dotQ8_0Asm returns the q8_0 blocks r · x (len(x) a multiple of 32).
-func dotQ8_0Asm(r []byte, x []float32) float32 {
-	nb := len(x) / 32
-	if nb == 0 {
-		return 0
-	}
-	_ = r[nb*34-1]
-	return dotQ8_0AVX2(&r[0], &x[0], nb)
-}
+func dotQ8_0Asm(r []byte, x []float32) float32 { return dotBlocks(dotQ8_0AVX2, 34, r, x) }

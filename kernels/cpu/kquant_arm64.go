@@ -79,24 +79,10 @@ func dotQ6KAsm(b *[210]byte, x *[256]float32) float32 {
 }
 
 // dotQ8_0Asm returns the q8_0 blocks r · x (len(x) a multiple of 32).
-func dotQ8_0Asm(r []byte, x []float32) float32 {
-	nb := len(x) / 32
-	if nb == 0 {
-		return 0
-	}
-	_ = r[nb*34-1]
-	return dotQ8_0NEON(&r[0], &x[0], nb)
-}
+func dotQ8_0Asm(r []byte, x []float32) float32 { return dotBlocks(dotQ8_0NEON, 34, r, x) }
 
 // dotQ4_0Asm returns the q4_0 blocks r · x (len(x) a multiple of 32).
-func dotQ4_0Asm(r []byte, x []float32) float32 {
-	nb := len(x) / 32
-	if nb == 0 {
-		return 0
-	}
-	_ = r[nb*18-1]
-	return dotQ4_0NEON(&r[0], &x[0], nb)
-}
+func dotQ4_0Asm(r []byte, x []float32) float32 { return dotBlocks(dotQ4_0NEON, 18, r, x) }
 
 // rowAsm writes row n of w dequantized into dst with the NEON kernels and
 // reports true, or false for a type they do not cover (q5_k).
