@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ingot-llm/ingot/internal/msl/msltest"
 	"github.com/ingot-llm/ingot/kernels"
 )
 
@@ -196,16 +195,7 @@ func firstDiff(a, b []float32, tol float64) int {
 // mat-vec, whose bits kernels.TestMetalBatchInvariant checks, or MatMuls on
 // NVIDIA-shaped kernels).
 func TestBatchMetal(t *testing.T) {
-	name := os.Getenv("INGOT_TEST_BACKEND")
-	if name == "" || name == "metal-emu" {
-		name = "metal-emu"
-		msltest.Require(t)
-	}
-	b, err := kernels.Open(name, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
+	b := metalBackend(t)
 	m, err := Load(context.Background(), filepath.Join(refDir, "tinycode-llama-q4"), Options{Backend: b})
 	if err != nil {
 		t.Fatal(err)

@@ -2,13 +2,9 @@ package model
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
-
-	"github.com/ingot-llm/ingot/internal/msl/msltest"
-	"github.com/ingot-llm/ingot/kernels"
 )
 
 // ckSeq is n token ids of the qwen3_5 references' vocabulary (320), in no
@@ -272,16 +268,7 @@ func TestCheckpointBytes(t *testing.T) {
 // of a prompt again (the pipelined decode's step ahead, dropped at the end,
 // and the last prompt token cut and run again) gives the same tokens.
 func TestCheckpointMetal(t *testing.T) {
-	name := os.Getenv("INGOT_TEST_BACKEND")
-	if name == "" || name == "metal-emu" {
-		name = "metal-emu"
-		msltest.Require(t)
-	}
-	b, err := kernels.Open(name, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
+	b := metalBackend(t)
 	dir := filepath.Join(refDir, "qwen3_5")
 	seq := ckSeq(20)
 	s := open(t, dir, Options{Backend: b}, SessionOptions{Context: 32, Batch: 16})

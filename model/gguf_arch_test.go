@@ -11,8 +11,6 @@ import (
 	"testing"
 
 	"github.com/ingot-llm/ingot/gguf"
-	"github.com/ingot-llm/ingot/internal/msl/msltest"
-	"github.com/ingot-llm/ingot/kernels"
 )
 
 // ggufArchCases are the reference folders converted by convertHF. asRun, when
@@ -155,16 +153,7 @@ func TestGGUFArchF16(t *testing.T) {
 // softcaps, a 6-token window) and phi3 (fused projections) on the Metal
 // kernels (the MSL interpreter; the GPU with INGOT_TEST_BACKEND).
 func TestGGUFArchMetal(t *testing.T) {
-	name := os.Getenv("INGOT_TEST_BACKEND")
-	if name == "" || name == "metal-emu" {
-		name = "metal-emu"
-		msltest.Require(t)
-	}
-	b, err := kernels.Open(name, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
+	b := metalBackend(t)
 	for _, tc := range []string{"gemma2-swa", "phi3"} {
 		t.Run(tc, func(t *testing.T) {
 			dir, ref := readRef(t, tc)

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ingot-llm/ingot/internal/msl/msltest"
 	"github.com/ingot-llm/ingot/kernels"
 )
 
@@ -178,16 +177,7 @@ func TestLoraReference(t *testing.T) {
 // matmul, then the decode path), the greedy chain through the cache, the
 // taps, and the session switching to the base and back.
 func TestLoraMetal(t *testing.T) {
-	name := os.Getenv("INGOT_TEST_BACKEND")
-	if name == "" || name == "metal-emu" {
-		name = "metal-emu"
-		msltest.Require(t)
-	}
-	b, err := kernels.Open(name, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
+	b := metalBackend(t)
 	for _, c := range []string{"lora-llama3", "lora-qwen2"} {
 		t.Run(c, func(t *testing.T) {
 			dir, base, ref, lr := readLoraRef(t, c)

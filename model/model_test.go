@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ingot-llm/ingot/internal/msl/msltest"
 	"github.com/ingot-llm/ingot/kernels"
 )
 
@@ -143,6 +144,22 @@ func TestSynthetic(t *testing.T) {
 // path itself (allocations), whatever INGOT_TEST_BACKEND says.
 func cpuBackend(t testing.TB) kernels.Backend {
 	b, err := kernels.Open("cpu", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// metalBackend is the device a Metal-kernel test runs on: INGOT_TEST_BACKEND
+// (a GPU), or the MSL interpreter (metal-emu) when it is unset or says so.
+func metalBackend(t testing.TB) kernels.Backend {
+	name := os.Getenv("INGOT_TEST_BACKEND")
+	if name == "" || name == "metal-emu" {
+		name = "metal-emu"
+		msltest.Require(t)
+	}
+	b, err := kernels.Open(name, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
