@@ -123,36 +123,45 @@ func TestMetalMatMulNVOff(t *testing.T) {
 		{DTypeBF16, 36, false, "matmul_bf16_f32"},
 	} {
 		t.Run(fmt.Sprintf("w=%s/K=%d/off=%v", c.dt, c.K, c.off), func(t *testing.T) {
-			const L, N = 3, 17
-			var hw *Tensor
-			var wf []float32
-			if c.dt.Quantized() {
-				hw = hostQuant(c.dt, N, c.K, 64, 5)
-				wf = dequant(hw)
-			} else {
-				hw, wf = hostFloat(c.dt, N, c.K, 5)
-			}
-			w, err := m.Upload(hw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			x := randn(L*c.K, 6)
-			want := make([]float32, L*N)
-			cpuRef(func(cb *CPU) {
-				wc, _ := cb.Upload(FromF32(wf, N, c.K))
-				cb.MatMul(FromF32(want, L, N), FromF32(x, L, c.K), wc)
-			})
-			y := m.New(L, N)
-			nvMatMul = !c.off
-			defer func() { nvMatMul = true }()
-			delete(m.pipes, c.want)
-			m.MatMul(y, put(m, x, L, c.K), w)
-			closeTo(t, get(t, m, y), want, matmulTol)
-			if m.pipes[c.want] == nil {
-				t.Errorf("%s did not run", c.want)
-			}
+			checkSwitchedMatMul(t, m, c.dt, c.K, 64, &nvMatMul, !c.off, c.want)
 		})
 	}
+}
+
+// checkSwitchedMatMul runs a 3×17 prefill MatMul of a random dt weight (K
+// columns, groups of group) with the switch *sw set to on (restored to true
+// after) and fails t unless it was one dispatch of kernel want matching the
+// CPU reference.
+func checkSwitchedMatMul(t *testing.T, m *Metal, dt DType, K, group int, sw *bool, on bool, want string) {
+	t.Helper()
+	const L, N = 3, 17
+	var hw *Tensor
+	var wf []float32
+	if dt.Quantized() {
+		hw = hostQuant(dt, N, K, group, 5)
+		wf = dequant(hw)
+	} else {
+		hw, wf = hostFloat(dt, N, K, 5)
+	}
+	w, err := m.Upload(hw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := randn(L*K, 6)
+	ref := make([]float32, L*N)
+	cpuRef(func(cb *CPU) {
+		wc, _ := cb.Upload(FromF32(wf, N, K))
+		cb.MatMul(FromF32(ref, L, N), FromF32(x, L, K), wc)
+	})
+	y := m.New(L, N)
+	*sw = on
+	defer func() { *sw = true }()
+	m.ResetStats()
+	m.MatMul(y, put(m, x, L, K), w)
+	if s := m.Stats(); s.Dispatches != 1 || m.last != want {
+		t.Errorf("%d dispatches, the last %s; want 1, %s", s.Dispatches, m.last, want)
+	}
+	closeTo(t, get(t, m, y), ref, matmulTol)
 }
 
 // BenchmarkMetalMatMulNV times prefill, matmul_<w>_f32_nv against the Apple

@@ -456,34 +456,7 @@ func TestMetalMatMulTCFallback(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("w=%s/K=%d/cc=%d/off=%v", c.dt, c.K, c.cc, c.off), func(t *testing.T) {
 			m := testMetalTC(t, c.cc)
-			const L, N = 3, 17
-			var hw *Tensor
-			var wf []float32
-			if c.dt.Quantized() {
-				hw = hostQuant(c.dt, N, c.K, 32, 5)
-				wf = dequant(hw)
-			} else {
-				hw, wf = hostFloat(c.dt, N, c.K, 5)
-			}
-			w, err := m.Upload(hw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			x := randn(L*c.K, 6)
-			want := make([]float32, L*N)
-			cpuRef(func(cb *CPU) {
-				wc, _ := cb.Upload(FromF32(wf, N, c.K))
-				cb.MatMul(FromF32(want, L, N), FromF32(x, L, c.K), wc)
-			})
-			y := m.New(L, N)
-			nvTC = !c.off
-			defer func() { nvTC = true }()
-			m.ResetStats()
-			m.MatMul(y, put(m, x, L, c.K), w)
-			if s := m.Stats(); s.Dispatches != 1 || m.last != c.want {
-				t.Errorf("%d dispatches, the last %s; want 1, %s", s.Dispatches, m.last, c.want)
-			}
-			closeTo(t, get(t, m, y), want, matmulTol)
+			checkSwitchedMatMul(t, m, c.dt, c.K, 32, &nvTC, !c.off, c.want)
 		})
 	}
 }
