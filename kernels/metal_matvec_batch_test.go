@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
 	"testing"
 )
 
@@ -146,6 +147,64 @@ func TestMetalMatVecs(t *testing.T) {
 					if math.Float32bits(got[e]) != math.Float32bits(want[wi][e]) {
 						t.Fatalf("L=%d, weight %d: row %d col %d: %g, one-row MatMul %g", L, wi, e/N, e%N, got[e], want[wi][e])
 					}
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkMetalMatVecs times a batched decode step's mat-vec on Apple-shaped
+// kernels (also on a cuda device, INGOT_TEST_BACKEND=cuda): MatVecs (the
+// small-batch mat-vec, weights read once for L rows) against MatMul (the
+// prefill matmul at L rows, which MatVecs was before it) and L one-row
+// MatMuls (the other batch-invariant form), on Llama-3.1-8B's shapes on a GPU
+// (a small one on the interpreter, where it only proves the paths run).
+// gpu-ns/op is the command buffers' GPU time; GB/s counts the weight bytes.
+func BenchmarkMetalMatVecs(b *testing.B) {
+	m := testMetal(b)
+	m.shape = shapeApple
+	shapes := [][2]int{{4096, 4096}, {14336, 4096}, {4096, 14336}} // N, K
+	if name := os.Getenv("INGOT_TEST_BACKEND"); name == "" || name == "metal-emu" {
+		shapes = [][2]int{{64, 256}}
+	}
+	for _, dt := range []DType{DTypeQ4, DTypeQ8, DTypeBF16} {
+		for _, sh := range shapes {
+			N, K := sh[0], sh[1]
+			var hw *Tensor
+			if dt.Quantized() {
+				hw, _ = hostQuant16(dt, N, K, 64, 1, DTypeBF16)
+			} else {
+				hw, _ = hostFloat(dt, N, K, 1)
+			}
+			w, err := m.Upload(hw)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, L := range []int{2, 4, 8} {
+				x, y := put(m, randn(L*K, 2), L, K), m.New(L, N)
+				for _, form := range []string{"vecs", "matmul", "rows"} {
+					b.Run(fmt.Sprintf("w=%s/N=%d/K=%d/L=%d/%s", dt, N, K, L, form), func(b *testing.B) {
+						m.ResetStats()
+						for b.Loop() {
+							switch form {
+							case "vecs":
+								m.MatVecs([]*Tensor{y}, x, []*Tensor{w})
+							case "matmul":
+								m.MatMul(y, x, w)
+							default:
+								for l := range L {
+									m.MatMul(y.Rows(l, l+1), x.Rows(l, l+1), w)
+								}
+							}
+							if err := m.Sync(b.Context()); err != nil {
+								b.Fatal(err)
+							}
+						}
+						s := m.Stats()
+						ns := float64(s.GPUTime.Nanoseconds()) / float64(max(s.CommandBuffers, 1))
+						b.ReportMetric(ns, "gpu-ns/op")
+						b.ReportMetric(float64(weightBytes(w, N))/ns, "GB/s")
+					})
 				}
 			}
 		}
