@@ -64,6 +64,61 @@ var matvecNVNames = [2][2][2][3]string{ // [GLU][staged x][q4, q8][pair type]
 	},
 }
 
+// matvecNVINames are the integer-dot mat-vecs (matvec_nv.metal's _nvi
+// kernels), [GLU][q4, q8][pair type]: x quantized once per call by
+// quantx_<w>_f32 into three byte planes per 16-byte piece of codes (2⁻²⁴ of
+// the piece's absmax, f32 grade), then dp4a. They are the default on
+// NVIDIA-shaped backends; INGOT_NV_INT=0 (or Metal.nvFloat) selects the float
+// kernels above, which stay for A/B runs.
+var matvecNVINames = [2][2][3]string{
+	{
+		{"matvec_q4_f32_nvi_bf16sb", "matvec_q4_f32_nvi_f16sb", "matvec_q4_f32_nvi_f32sb"},
+		{"matvec_q8_f32_nvi_bf16sb", "matvec_q8_f32_nvi_f16sb", "matvec_q8_f32_nvi_f32sb"},
+	},
+	{
+		{"matvec_q4_f32_nvi_bf16sb_glu", "matvec_q4_f32_nvi_f16sb_glu", "matvec_q4_f32_nvi_f32sb_glu"},
+		{"matvec_q8_f32_nvi_bf16sb_glu", "matvec_q8_f32_nvi_f16sb_glu", "matvec_q8_f32_nvi_f32sb_glu"},
+	},
+}
+
+// quantXBytes is the size of quantx's output for K columns of bits-wide codes
+// (matvec_nv.metal: pieces of P = 128/bits columns in quads of NC = 3·P/16
+// 64-byte lines, then a float4 a piece) and the metadata's offset in it.
+func quantXBytes(K, bits int) (total, metaOff int) {
+	P := 128 / bits
+	np := K / P
+	metaOff = (np + 3) / 4 * (3 * P / 16) * 64
+	return metaOff + 16*np, metaOff
+}
+
+// quantX encodes quantx_<q4|q8>_f32 (q: 0, 1) of x (1, K) into the backend's
+// scratch buffer and returns it and the metadata's offset, or nil after
+// recording an error. The buffer is reused by the next call: dispatches are
+// ordered by the hazard tracking (the next quantx writes what this mat-vec
+// reads).
+func (m *Metal) quantX(x *Tensor, K, q int) (metal.Buffer, int) {
+	bits := 4 << q
+	n, metaOff := quantXBytes(K, bits)
+	if m.nvQX == nil || m.nvQX.Len() < n {
+		if m.nvQX != nil {
+			m.pending = append(m.pending, m.nvQX) // in use until the next Sync
+		}
+		b, err := m.newBuffer(max(n, 256<<10)) // 64k columns at 4 bits: no regrowth in a model
+		if err != nil {
+			m.fail(err)
+			return nil, 0
+		}
+		m.nvQX = b
+	}
+	m.begin([2]string{"quantx_q4_f32", "quantx_q8_f32"}[q])
+	setArgs(m, uint32(K))
+	m.in(1, x)
+	m.bind(2, m.nvQX, 0, true)
+	m.bind(3, m.nvQX, metaOff, true)
+	m.run(metal.Size{W: (K + 255) / 256, H: 1, D: 1}, metal.Size{W: 256, H: 1, D: 1})
+	return m.nvQX, metaOff
+}
+
 // nvStageBytes bounds the threadgroup memory of a _xs kernel's staged x:
 // K + K/8 floats, so K up to 6144 (every 4096-wide input of an 8B model, all
 // of a 1B's but the down projection's) — under Metal's 32 kB with the
@@ -295,19 +350,36 @@ func (m *Metal) matvecNV(dst []*Tensor, x *Tensor, w []*Tensor, glu bool, act Ac
 	if w0.DType == DTypeQ8 {
 		q = 1
 	}
-	xsBytes := 4 * (K + K/32*4)
-	stage := x.Off%16 == 0 && xsBytes <= nvStageBytes && !m.nvNoStage
-	xs := 0
-	if stage {
-		xs = 1
-	}
 	g := 0
 	if glu {
 		g = 1
 	}
-	m.begin(matvecNVNames[g][xs][q][kind])
+	xsBytes := 4 * (K + K/32*4)
+	stage := x.Off%16 == 0 && xsBytes <= nvStageBytes && !m.nvNoStage
+	var qx metal.Buffer // the _nvi kernels' quantized x: planes, then metadata at metaOff
+	metaOff := 0
+	if !m.nvFloat {
+		qx, metaOff = m.quantX(x, K, q)
+		if qx == nil {
+			return true // the error is recorded
+		}
+		stage = false
+		m.begin(matvecNVINames[g][q][kind])
+	} else {
+		xs := 0
+		if stage {
+			xs = 1
+		}
+		m.begin(matvecNVNames[g][xs][q][kind])
+	}
 	setArgs(m, a)
-	m.in(1, x)
+	if qx != nil {
+		m.bind(1, qx, 0, false)
+		m.bind(14, qx, metaOff, false)
+	} else {
+		m.in(1, x)
+		m.in(14, x) // bound, unused
+	}
 	for i := range 4 { // unused slots repeat the first matrix: bound, never read
 		j := i
 		if j >= len(w) {

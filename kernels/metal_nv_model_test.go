@@ -79,8 +79,8 @@ func TestMetalTinycodeNV(t *testing.T) {
 		tokens, long = 8, 12
 	}
 	for _, c := range []struct{ name, nv, apple string }{
-		{"tinycode-llama-q4", "matvec_q4_f32_nv_bf16sb_xs", "matvec_q4_f32"},
-		{"tinycode-llama-q8", "matvec_q8_f32_nv_bf16sb_xs", "matvec_q8_f32"},
+		{"tinycode-llama-q4", "matvec_q4_f32_nvi_bf16sb", "matvec_q4_f32"},
+		{"tinycode-llama-q8", "matvec_q8_f32_nvi_bf16sb", "matvec_q8_f32"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := filepath.Join(refDir, c.name)

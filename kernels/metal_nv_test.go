@@ -128,15 +128,34 @@ func nvCases() []nvCase {
 	return cs
 }
 
-// TestMetalMatVecNV runs nvCases with x staged in threadgroup memory (the
-// _xs kernels, K ≤ 6144) and read from device memory.
+// nvForm is one form of the NVIDIA-shaped mat-vec: the integer-dot _nvi
+// kernels (the default: a quantx launch, then the mat-vec), or the float ones
+// with x staged in threadgroup memory (the _xs kernels, K ≤ 6144) or read
+// from device memory.
+type nvForm struct {
+	name           string
+	float, noStage bool
+}
+
+var nvForms = []nvForm{{"int", false, false}, {"staged", true, false}, {"unstaged", true, true}}
+
+// set makes f m's form; launches is what one mat-vec launch of the form costs.
+func (f nvForm) set(m *Metal) (launches int64) {
+	m.nvFloat, m.nvNoStage = f.float, f.noStage
+	if f.float {
+		return 1
+	}
+	return 2
+}
+
+// TestMetalMatVecNV runs nvCases in every form.
 func TestMetalMatVecNV(t *testing.T) {
 	m := testMetalNV(t)
 	var worst float64
 	for _, c := range nvCases() {
-		for _, noStage := range []bool{false, true} {
-			m.nvNoStage = noStage
-			t.Run(fmt.Sprintf("%v/staged=%v", c, !noStage && c.K <= 6144), func(t *testing.T) {
+		for _, f := range nvForms {
+			launches := f.set(m)
+			t.Run(fmt.Sprintf("%v/%s", c, f.name), func(t *testing.T) {
 				hw := hostQuantSB(c.dt, c.N, c.K, c.G, c.kind, uint64(c.N*c.K+int(c.kind)))
 				w, err := m.Upload(hw)
 				if err != nil {
@@ -151,22 +170,158 @@ func TestMetalMatVecNV(t *testing.T) {
 				m.MatMul(y, put(m, x, 1, c.K), w)
 				want, scale := affineRef(hw, x)
 				worst = max(worst, checkNV(t, get(t, m, y), want, scale))
-				if s := m.Stats(); s.Dispatches != 1 {
-					t.Errorf("%d dispatches, want 1", s.Dispatches)
+				if s := m.Stats(); s.Dispatches != launches {
+					t.Errorf("%d dispatches, want %d", s.Dispatches, launches)
 				}
 			})
 		}
 	}
-	m.nvNoStage = false
+	nvForms[0].set(m)
 	t.Logf("worst error %.3g·2⁻²⁴·Σ|x|(2^b|s|+|b|)", worst)
-	for _, name := range []string{"matvec_q4_f32_nv_bf16sb", "matvec_q4_f32_nv_bf16sb_xs", "matvec_q8_f32_nv_f32sb", "matvec_q8_f32_nv_f32sb_xs"} {
+	for _, name := range []string{"matvec_q4_f32_nv_bf16sb", "matvec_q4_f32_nv_bf16sb_xs", "matvec_q8_f32_nv_f32sb", "matvec_q8_f32_nv_f32sb_xs",
+		"quantx_q4_f32", "quantx_q8_f32", "matvec_q4_f32_nvi_bf16sb", "matvec_q4_f32_nvi_f16sb", "matvec_q8_f32_nvi_f32sb"} {
 		if m.pipes[name] == nil {
 			t.Errorf("%s never ran", name)
 		}
 	}
 }
 
-// TestMetalMatVecNVGeometry runs the kernel at every lane count a row can
+// TestMetalQuantX checks quantx_<q4|q8>_f32 against its definition, piece by
+// piece (P = 32 or 16 columns): dx = amax/8290000, every x_k rounded to the
+// nearest multiple of dx (|x − dx·t| ≤ dx/2, |t| ≤ 8290000), t's three signed
+// bytes in their planes at the places the mat-vec reads, Σx and Σ(x − dx·t)
+// to f32 rounding; K covers one piece, a partial quad of pieces and several.
+func TestMetalQuantX(t *testing.T) {
+	m := testMetalNV(t)
+	for q, bits := range []int{4, 8} {
+		P := 128 / bits
+		for _, K := range []int{P, 3 * P, 640} {
+			t.Run(fmt.Sprintf("q%d/K=%d", bits, K), func(t *testing.T) {
+				x := randn(K, uint64(K+q))
+				for k := range x {
+					x[k] *= float32(math.Pow(10, float64(k%9-4))) // pieces spanning 10⁸
+				}
+				qx, metaOff := m.quantX(put(m, x, 1, K), K, q)
+				n, _ := quantXBytes(K, bits)
+				raw := get(t, m, &Tensor{DType: DTypeF32, Shape: []int{n / 4}, Buf: qx})
+				byteAt := func(i int) int8 { return int8(math.Float32bits(raw[i/4]) >> (8 * (i % 4))) }
+				NC := 3 * P / 16
+				for p := 0; p < K/P; p++ {
+					dx, sx, e := raw[metaOff/4+4*p], raw[metaOff/4+4*p+1], raw[metaOff/4+4*p+2]
+					amax, wsx, we := float32(0), 0.0, 0.0
+					for j := range P {
+						amax = max(amax, float32(math.Abs(float64(x[p*P+j]))))
+					}
+					if want := amax / 8290000; dx != want {
+						t.Fatalf("piece %d: dx %g, want %g", p, dx, want)
+					}
+					for j := range P {
+						b := j // the byte of column j in its piece's plane
+						if bits == 4 {
+							b = (2*(j/8)+j%2)*4 + (j%8)/2
+						}
+						at := func(plane int) int {
+							return int(byteAt(((p/4)*NC+plane*(P/16)+b/16)*64 + (p%4)*16 + b%16))
+						}
+						tk := at(0)<<16 + at(1)<<8 + at(2)
+						xk := float64(x[p*P+j])
+						if d := math.Abs(xk - float64(dx)*float64(tk)); d > float64(dx)/2 || tk > 8290000 || tk < -8290000 {
+							t.Fatalf("piece %d column %d: x %g, t %d: |x − dx·t| %g > dx/2 %g", p, j, xk, tk, d, dx/2)
+						}
+						wsx += xk
+						we += xk - float64(dx)*float64(tk)
+					}
+					if d := math.Abs(float64(sx) - wsx); d > 0x1p-20*float64(amax)*float64(P) {
+						t.Errorf("piece %d: Σx %g, want %g", p, sx, wsx)
+					}
+					if d := math.Abs(float64(e) - we); d > 0x1p-20*float64(dx)*float64(P) {
+						t.Errorf("piece %d: Σ(x − dx·t) %g, want %g", p, e, we)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestMetalMatVecNVIExtremes drives the integer-dot kernels' quantized x to
+// its edges: pieces whose values span 10¹⁵ (outliers beside values 10⁻¹²
+// as large), where x's rounding to its piece's grid rather than f32 bounds
+// the error — checked against that bound, |s|·Σ|q − c|·dx/2 a piece beside
+// the float kernels' 4·2⁻²⁴·Σ|x|(2^b|s|+|b|) — x = 0 (every output 0) and a
+// NaN in x (every output NaN).
+func TestMetalMatVecNVIExtremes(t *testing.T) {
+	m := testMetalNV(t)
+	nvForms[0].set(m)
+	const N, K, G = 19, 640, 64
+	for _, dt := range []DType{DTypeQ4, DTypeQ8} {
+		t.Run(dt.String(), func(t *testing.T) {
+			hw := hostQuantSB(dt, N, K, G, sbBF16, 5)
+			w, err := m.Upload(hw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			P := 128 / dt.Bits()
+			x := randn(K, 3)
+			for k := range x {
+				if k%7 == 0 {
+					x[k] *= 1e3
+				} else if (k/P)%5 == 4 {
+					x[k] *= 1e-12
+				}
+			}
+			want, scale := affineRef(hw, x)
+			slack := quantSlack(hw, x, P)
+			y := put(m, nan(N), 1, N)
+			m.MatMul(y, put(m, x, 1, K), w)
+			for n, g := range get(t, m, y) {
+				d := math.Abs(float64(g) - want[n])
+				if lim := 4*0x1p-24*scale[n] + slack[n]; !(d <= lim) {
+					t.Errorf("row %d: got %.8g want %.8g: |diff| %.3g > %.3g", n, g, want[n], d, lim)
+				}
+			}
+			m.MatMul(y, put(m, make([]float32, K), 1, K), w)
+			for n, g := range get(t, m, y) {
+				if g != 0 {
+					t.Errorf("x = 0: row %d = %g", n, g)
+				}
+			}
+			x[K/2] = float32(math.NaN())
+			m.MatMul(y, put(m, x, 1, K), w)
+			for n, g := range get(t, m, y) {
+				if !math.IsNaN(float64(g)) {
+					t.Errorf("x has a NaN: row %d = %g", n, g)
+				}
+			}
+		})
+	}
+}
+
+// quantSlack returns, per row of the affine host weight w, the bound of the
+// _nvi kernels' x rounding: Σ over pieces of P columns of |s|·Σ|q − c|·dx/2,
+// dx = amax/MVNI_TMAX of the piece (with 10⁻⁴ of room for dx's own rounding).
+func quantSlack(w *Tensor, x []float32, P int) []float64 {
+	N, K, G, b := w.Shape[0], w.Cols(), w.GroupSize, w.DType.Bits()
+	words, s := w.U32(), w.Scales.F32()
+	c := float64(int(1)<<b-1) / 2
+	slack := make([]float64, N)
+	for n := range N {
+		for p := 0; p < K; p += P {
+			amax := 0.0
+			for k := p; k < p+P; k++ {
+				amax = math.Max(amax, math.Abs(float64(x[k])))
+			}
+			sum := 0.0
+			for k := p; k < p+P; k++ {
+				bit := (n*K + k) * b
+				sum += math.Abs(float64(words[bit/32]>>(bit%32)&(1<<b-1)) - c)
+			}
+			slack[n] += math.Abs(float64(s[n*(K/G)+p/G])) * sum * amax / 8290000 / 2 * (1 + 1e-4)
+		}
+	}
+	return slack
+}
+
+// TestMetalMatVecNVGeometry runs the kernels at every lane count a row can
 // have (1 … 32) and 1 … 8 simdgroups: the host's table picks one, retuning it
 // must not need new kernels.
 func TestMetalMatVecNVGeometry(t *testing.T) {
@@ -181,13 +336,15 @@ func TestMetalMatVecNVGeometry(t *testing.T) {
 		want, scale := affineRef(hw, x)
 		for shift := range 6 {
 			for _, nsg := range []int{1, 3, 8} {
-				t.Run(fmt.Sprintf("w=%s/lanes=%d/nsg=%d", dt, 1<<shift, nsg), func(t *testing.T) {
-					m.nvGeom = func(DType, int, int) (int, int) { return shift, nsg }
-					m.nvNoStage = nsg == 3 // the staged kernels at 1 and 8 simdgroups
-					y := put(m, nan(37), 1, 37)
-					m.MatMul(y, put(m, x, 1, 1344), w)
-					checkNV(t, get(t, m, y), want, scale)
-				})
+				for _, f := range nvForms {
+					t.Run(fmt.Sprintf("w=%s/lanes=%d/nsg=%d/%s", dt, 1<<shift, nsg, f.name), func(t *testing.T) {
+						m.nvGeom = func(DType, int, int) (int, int) { return shift, nsg }
+						f.set(m)
+						y := put(m, nan(37), 1, 37)
+						m.MatMul(y, put(m, x, 1, 1344), w)
+						checkNV(t, get(t, m, y), want, scale)
+					})
+				}
 			}
 		}
 	}
@@ -212,29 +369,33 @@ func TestMetalMatMulsNV(t *testing.T) {
 		{DTypeQ8, []int{16, 5, 3, 48}, 1024, []int{128, 128, 128, 128}, sbBF16, 1},
 		{DTypeQ4, []int{20, 9}, 256, []int{64, 128}, sbBF16, 2}, // groups differ: two launches
 	} {
-		t.Run(fmt.Sprintf("w=%s/N=%v/K=%d/G=%v", c.dt, c.Ns, c.K, c.G), func(t *testing.T) {
-			x := randn(c.K, 11)
-			xd := put(m, x, 1, c.K)
-			var hws, ws, ys []*Tensor
-			for i, N := range c.Ns {
-				hw := hostQuantSB(c.dt, N, c.K, c.G[i], c.kind, uint64(17*i+N))
-				w, err := m.Upload(hw)
-				if err != nil {
-					t.Fatal(err)
+		for _, f := range nvForms[:2] {
+			launches := f.set(m)
+			t.Run(fmt.Sprintf("w=%s/N=%v/K=%d/G=%v/%s", c.dt, c.Ns, c.K, c.G, f.name), func(t *testing.T) {
+				x := randn(c.K, 11)
+				xd := put(m, x, 1, c.K)
+				var hws, ws, ys []*Tensor
+				for i, N := range c.Ns {
+					hw := hostQuantSB(c.dt, N, c.K, c.G[i], c.kind, uint64(17*i+N))
+					w, err := m.Upload(hw)
+					if err != nil {
+						t.Fatal(err)
+					}
+					hws, ws, ys = append(hws, hw), append(ws, w), append(ys, put(m, nan(N), 1, N))
 				}
-				hws, ws, ys = append(hws, hw), append(ws, w), append(ys, put(m, nan(N), 1, N))
-			}
-			m.ResetStats()
-			m.MatMuls(ys, xd, ws)
-			if s := m.Stats(); s.Dispatches != c.calls {
-				t.Errorf("%d dispatches, want %d", s.Dispatches, c.calls)
-			}
-			for i := range ws {
-				want, scale := affineRef(hws[i], x)
-				checkNV(t, get(t, m, ys[i]), want, scale)
-			}
-		})
+				m.ResetStats()
+				m.MatMuls(ys, xd, ws)
+				if s := m.Stats(); s.Dispatches != c.calls*launches {
+					t.Errorf("%d dispatches, want %d", s.Dispatches, c.calls*launches)
+				}
+				for i := range ws {
+					want, scale := affineRef(hws[i], x)
+					checkNV(t, get(t, m, ys[i]), want, scale)
+				}
+			})
+		}
 	}
+	nvForms[0].set(m)
 }
 
 // TestMetalMatMulGLUNV runs MatMulGLU's one-launch kernel (matvec_*_nv_*_glu)
@@ -247,9 +408,9 @@ func TestMetalMatMulGLUNV(t *testing.T) {
 	acts := []Act{ActSiLU, ActGELUTanh, ActGELU, ActSigmoid}
 	for ci, c := range nvCases() {
 		act := acts[ci%len(acts)]
-		for _, noStage := range []bool{false, true} {
-			m.nvNoStage = noStage
-			t.Run(fmt.Sprintf("%v/act=%d/staged=%v", c, act, !noStage && c.K <= 6144), func(t *testing.T) {
+		for _, f := range nvForms {
+			launches := f.set(m)
+			t.Run(fmt.Sprintf("%v/act=%d/%s", c, act, f.name), func(t *testing.T) {
 				var ws [2]*Tensor
 				for i := range ws {
 					w, err := m.Upload(hostQuantSB(c.dt, c.N, c.K, c.G, c.kind, uint64(c.N*c.K+i)))
@@ -262,8 +423,8 @@ func TestMetalMatMulGLUNV(t *testing.T) {
 				y, u := put(m, nan(c.N), 1, c.N), put(m, nan(c.N), 1, c.N)
 				m.ResetStats()
 				m.MatMulGLU(y, u, x, ws[0], ws[1], act)
-				if s := m.Stats(); s.Dispatches != 1 {
-					t.Errorf("%d dispatches, want 1", s.Dispatches)
+				if s := m.Stats(); s.Dispatches != launches {
+					t.Errorf("%d dispatches, want %d", s.Dispatches, launches)
 				}
 				g, up := put(m, nan(c.N), 1, c.N), put(m, nan(c.N), 1, c.N)
 				m.MatMuls([]*Tensor{g, up}, x, ws[:])
@@ -277,8 +438,8 @@ func TestMetalMatMulGLUNV(t *testing.T) {
 			})
 		}
 	}
-	m.nvNoStage = false
 	for _, nsg := range []int{1, 2, 8} { // the geometries the host table may pick
+		nvForms[nsg%3].set(m)
 		m.nvGeom = func(DType, int, int) (int, int) { return 2, nsg }
 		c := nvCase{DTypeQ4, 37, 1344, 64, sbBF16}
 		var ws [2]*Tensor
@@ -303,7 +464,9 @@ func TestMetalMatMulGLUNV(t *testing.T) {
 		}
 	}
 	m.nvGeom = nil
-	if m.pipes["matvec_q4_f32_nv_bf16sb_xs_glu"] == nil || m.pipes["matvec_q8_f32_nv_f16sb_glu"] == nil {
+	nvForms[0].set(m)
+	if m.pipes["matvec_q4_f32_nv_bf16sb_xs_glu"] == nil || m.pipes["matvec_q8_f32_nv_f16sb_glu"] == nil ||
+		m.pipes["matvec_q4_f32_nvi_bf16sb_glu"] == nil || m.pipes["matvec_q8_f32_nvi_f32sb_glu"] == nil {
 		t.Error("the _glu kernels never ran")
 	}
 }

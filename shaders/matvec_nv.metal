@@ -56,6 +56,30 @@
 // at most 3.2× (1.7 bits) more, 2.4× for centred MLX groups (b ≈ −2^(b−1)·s).
 // Float accumulation order differs from the CPU reference (lane pieces, a
 // butterfly over the lanes of a row, then the simdgroups in order).
+//
+// The _nvi kernels (integer dots) take x already quantized by quantx_<q4|q8>:
+// in pieces of one 16-byte code load (P = 32 columns for q4, 16 for q8), each
+// x_k ≈ dx·t_k with dx = amax/MVNI_TMAX of its piece and |t_k| ≤ MVNI_TMAX <
+// 2²³, t held as three signed bytes t = hi·2¹⁶ + mid·2⁸ + lo in three planes
+// (as kernels/cpu's actB, per piece instead of per row), with the piece's Σx
+// and E = Σ(x − dx·t) beside it. A piece's Σ q·t is three exact integer sums
+// of dp4a (4 byte products a step) and
+//
+//	Σ (s·q + b)·x = s·(dx·Σ q·t + c·E) + b·Σx,   c = (2^b − 1)/2,
+//
+// which is exact but for the rounding of x to t (and f32 rounding after the
+// integer sums): |error| ≤ |s|·Σ|q − c|·|x − dx·t| ≤ |s|·(2^b/2)·P·dx/2 a
+// piece (centring by c halves it), dx/2 = 1.01·2⁻²⁴·amax — f32 grade, like
+// the float kernels, where int8 activations (llama.cpp's Q8_1) cost 2⁻⁸.
+// An 8B decode step spends ~1.1 instead of ~7.6 lane instructions a code (q4).
+// The planes are laid out so that the 4 lanes of a row (which read 4
+// consecutive pieces) read one 64-byte line per load: chunk i (16 bytes) of
+// piece p at byte ((p/4)·NC + i)·64 + (p%4)·16, NC = 3·P/16 chunks a piece
+// (hi, mid, lo planes in order); the metadata (dx, Σx, E, 0) is a float4 a
+// piece. Within a q4 piece's plane, word 2w holds the t of codes 8w, 8w+2,
+// 8w+4, 8w+6 and word 2w+1 those of 8w+1, 8w+3, …, the order in which a code
+// word's low and high nibbles come out of one AND each; q8 planes keep column
+// order.
 #include <metal_stdlib>
 #include "common.h"
 using namespace metal;
@@ -154,7 +178,135 @@ __attribute__((always_inline)) inline void mvnv_dot(
     }
 }
 
-template <int BITS, typename P, bool XS, bool GLU>
+
+// MVNI_TMAX bounds |t| of the quantized x: hi stays within ±127 after lo and
+// mid take their signed-byte share (kernels/cpu's bMaxT).
+#define MVNI_TMAX 8290000
+
+// mvni_dp4a returns c + Σ_i a_i·b_i over the four bytes of a (unsigned) and
+// b (signed): PTX's dp4a (sm_61+), elsewhere four integer products.
+#if defined(__INGOT_PTX__)
+inline int mvni_dp4a(uint a, uint b, int c) {
+    int d;
+    __asm__ __volatile__("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+#else
+inline int mvni_dp4a(uint a, uint b, int c) {
+    const uchar4 u = as_type<uchar4>(a);
+    const char4 v = as_type<char4>(b);
+    return c + int(u.x) * int(v.x) + int(u.y) * int(v.y) + int(u.z) * int(v.z) + int(u.w) * int(v.w);
+}
+#endif
+
+// quantx_<q4|q8>_f32: x (K, a multiple of P = 128/BITS) into the planes and
+// metadata of the _nvi kernels (see the top of this file). One thread a
+// column; a piece is P lanes of one simdgroup, which reduce its absmax, Σx and
+// E by butterflies (every lane ends with the same bits). x = 0 pieces get dx
+// = 0 (t = 0); NaN in x reaches Σx and so every output of the piece's rows.
+template <int BITS>
+kernel void quantx(
+        constant uint  & K      [[buffer(0)]],
+        device const float * x  [[buffer(1)]],
+        device uchar   * planes [[buffer(2)]],
+        device float4  * meta   [[buffer(3)]],
+        uint k [[thread_position_in_grid]]) {
+    constexpr uint P = 128 / BITS, NC = 3 * P / 16;
+    const float v = k < K ? x[k] : 0.0f;
+    float a = fabs(v), sx = v;
+    for (uint s = 1; s < P; s <<= 1) {
+        a = max(a, simd_shuffle_xor(a, ushort(s)));
+        sx += simd_shuffle_xor(sx, ushort(s));
+    }
+    // t = v/dx rounded to nearest: v·inv is within ~1 of v/dx (|v/dx| ≤
+    // 2²³, two f32 roundings), so one step toward v after the first rounding
+    // leaves |v − dx·t| ≤ dx/2 (the residual is one fma: dx·f is exact in it).
+    const float inv = a > 0.0f ? float(MVNI_TMAX) / a : 0.0f;
+    const float dx = a / float(MVNI_TMAX);
+    float f = rint(v * inv);
+    f = f == f ? clamp(f, -float(MVNI_TMAX), float(MVNI_TMAX)) : 0.0f;
+    float e = fma(-dx, f, v);
+    if (fabs(e) > 0.5f * dx && fabs(f) < float(MVNI_TMAX)) {
+        f += e > 0.0f ? 1.0f : -1.0f;
+        e = fma(-dx, f, v);
+    }
+    const int t = int(f);
+    for (uint s = 1; s < P; s <<= 1) {
+        e += simd_shuffle_xor(e, ushort(s));
+    }
+    if (k >= K) {
+        return;
+    }
+    const int lo = (t << 24) >> 24, t1 = (t - lo) >> 8;
+    const int mid = (t1 << 24) >> 24, hi = (t1 - mid) >> 8;
+    const uint p = k / P, j = k % P;
+    const uint b = BITS == 4 ? (2 * (j / 8) + j % 2) * 4 + (j % 8) / 2 : j; // byte in the piece's plane
+    device uchar * base = planes + (p / 4) * NC * 64 + (p % 4) * 16 + (b / 16) * 64 + b % 16;
+    base[0] = uchar(hi);
+    base[(P / 16) * 64] = uchar(mid);
+    base[2 * (P / 16) * 64] = uchar(lo);
+    if (j == 0) {
+        meta[p] = float4(dx, sx, e, 0.0f);
+    }
+}
+
+typedef decltype(quantx<4>) quantx_t;
+template [[host_name("quantx_q4_f32")]] kernel quantx_t quantx<4>;
+template [[host_name("quantx_q8_f32")]] kernel quantx_t quantx<8>;
+
+// mvni_dot adds the iteration at k0, whose codes and pairs mvnv_load fetched,
+// into acc, from the quantized x (planes, meta) of the same columns; pieces
+// past K add 0.
+template <int BITS>
+__attribute__((always_inline)) inline void mvni_dot(
+        device const uchar * planes, device const float4 * meta,
+        thread const uint4 * q, thread const float2 * ab,
+        uint k0, uint K, uint lanes, uint c,
+        thread float * acc) {
+    constexpr uint CPL = 128 / BITS;
+    constexpr uint U = BITS == 4 ? 2 : 4;
+    constexpr uint NC = 3 * CPL / 16;
+    constexpr float C = float((1u << BITS) - 1) * 0.5f;
+    #pragma unroll
+    for (uint u = 0; u < U; u++) {
+        const uint col = k0 + (u * lanes + c) * CPL;
+        const bool ok = col < K;
+        const uint p = col / CPL;
+        device const uint4 * xp = (device const uint4 *)(planes + (p / 4) * NC * 64 + (p % 4) * 16);
+        uint4 xc[NC];
+        #pragma unroll
+        for (uint i = 0; i < NC; i++) {
+            xc[i] = ok ? xp[4 * i] : uint4(0);
+        }
+        const float4 mt = ok ? meta[p] : float4(0.0f);
+        const float ce = C * mt.z;
+        #pragma unroll
+        for (uint r = 0; r < MVNV_RT; r++) {
+            const uint4 w = q[u * MVNV_RT + r];
+            int sh = 0, sm = 0, sl = 0;
+            #pragma unroll
+            for (uint i = 0; i < 4; i++) {
+                if (BITS == 4) { // plane words 2i (even codes) and 2i+1 (odd) of chunks 2π, 2π+1
+                    const uint ev = w[i] & 0x0f0f0f0fu, od = (w[i] >> 4) & 0x0f0f0f0fu;
+                    const uint c0 = i / 2, j0 = (2 * i) % 4;
+                    sh = mvni_dp4a(od, xc[c0][j0 + 1], mvni_dp4a(ev, xc[c0][j0], sh));
+                    sm = mvni_dp4a(od, xc[2 + c0][j0 + 1], mvni_dp4a(ev, xc[2 + c0][j0], sm));
+                    sl = mvni_dp4a(od, xc[4 + c0][j0 + 1], mvni_dp4a(ev, xc[4 + c0][j0], sl));
+                } else {
+                    sh = mvni_dp4a(w[i], xc[0][i], sh);
+                    sm = mvni_dp4a(w[i], xc[1][i], sm);
+                    sl = mvni_dp4a(w[i], xc[2][i], sl);
+                }
+            }
+            // Σ q·t = sh·2¹⁶ + sm·2⁸ + sl: sm·2⁸ + sl fits an int, the sum a long
+            const float T = float(long(sh) * 65536 + long(sm * 256 + sl));
+            const float2 pr = ab[u * MVNV_RT + r];
+            acc[r] = fma(pr.x, fma(mt.x, T, ce), fma(pr.y, mt.y, acc[r]));
+        }
+    }
+}
+
+template <int BITS, typename P, bool XS, bool GLU, bool XI>
 kernel void matvec_q_nv(
         constant matvec_nv_args & args [[buffer(0)]],
         device const float   * x      [[buffer(1)]],
@@ -170,6 +322,7 @@ kernel void matvec_q_nv(
         device       float   * y1     [[buffer(11)]],
         device       float   * y2     [[buffer(12)]],
         device       float   * y3     [[buffer(13)]],
+        device const float4  * xmeta  [[buffer(14)]],
         threadgroup  float   * part   [[threadgroup(0)]],
         threadgroup  float   * xs     [[threadgroup(1)]],
         uint   tg   [[threadgroup_position_in_grid]],
@@ -240,7 +393,11 @@ kernel void matvec_q_nv(
     }
     for (; k0 < K; k0 += stride) { // q, ab hold iteration k0
         mvnv_load<BITS, P, GLU>(w, sb, w1, sb1, wrow, sbrow, k0 + stride, K, args.group_shift, lanes, c, q1, ab1);
-        mvnv_dot<BITS, XS>(x, xs, q, ab, k0, K, lanes, c, acc);
+        if (XI) {
+            mvni_dot<BITS>((device const uchar *)x, xmeta, q, ab, k0, K, lanes, c, acc);
+        } else {
+            mvnv_dot<BITS, XS>(x, xs, q, ab, k0, K, lanes, c, acc);
+        }
         #pragma unroll
         for (uint i = 0; i < U * MVNV_RT; i++) {
             q[i] = q1[i];
@@ -299,51 +456,75 @@ kernel void matvec_q_nv(
     }
 }
 
-typedef decltype(matvec_q_nv<4, uint, false, false>) matvec_nv_q4_bf16sb_t;
-template [[host_name("matvec_q4_f32_nv_bf16sb")]] kernel matvec_nv_q4_bf16sb_t matvec_q_nv<4, uint, false, false>;
-typedef decltype(matvec_q_nv<4, half2, false, false>) matvec_nv_q4_f16sb_t;
-template [[host_name("matvec_q4_f32_nv_f16sb")]] kernel matvec_nv_q4_f16sb_t matvec_q_nv<4, half2, false, false>;
-typedef decltype(matvec_q_nv<4, float2, false, false>) matvec_nv_q4_f32sb_t;
-template [[host_name("matvec_q4_f32_nv_f32sb")]] kernel matvec_nv_q4_f32sb_t matvec_q_nv<4, float2, false, false>;
-typedef decltype(matvec_q_nv<8, uint, false, false>) matvec_nv_q8_bf16sb_t;
-template [[host_name("matvec_q8_f32_nv_bf16sb")]] kernel matvec_nv_q8_bf16sb_t matvec_q_nv<8, uint, false, false>;
-typedef decltype(matvec_q_nv<8, half2, false, false>) matvec_nv_q8_f16sb_t;
-template [[host_name("matvec_q8_f32_nv_f16sb")]] kernel matvec_nv_q8_f16sb_t matvec_q_nv<8, half2, false, false>;
-typedef decltype(matvec_q_nv<8, float2, false, false>) matvec_nv_q8_f32sb_t;
-template [[host_name("matvec_q8_f32_nv_f32sb")]] kernel matvec_nv_q8_f32sb_t matvec_q_nv<8, float2, false, false>;
-typedef decltype(matvec_q_nv<4, uint, true, false>) matvec_nv_q4_bf16sb_xs_t;
-template [[host_name("matvec_q4_f32_nv_bf16sb_xs")]] kernel matvec_nv_q4_bf16sb_xs_t matvec_q_nv<4, uint, true, false>;
-typedef decltype(matvec_q_nv<4, half2, true, false>) matvec_nv_q4_f16sb_xs_t;
-template [[host_name("matvec_q4_f32_nv_f16sb_xs")]] kernel matvec_nv_q4_f16sb_xs_t matvec_q_nv<4, half2, true, false>;
-typedef decltype(matvec_q_nv<4, float2, true, false>) matvec_nv_q4_f32sb_xs_t;
-template [[host_name("matvec_q4_f32_nv_f32sb_xs")]] kernel matvec_nv_q4_f32sb_xs_t matvec_q_nv<4, float2, true, false>;
-typedef decltype(matvec_q_nv<8, uint, true, false>) matvec_nv_q8_bf16sb_xs_t;
-template [[host_name("matvec_q8_f32_nv_bf16sb_xs")]] kernel matvec_nv_q8_bf16sb_xs_t matvec_q_nv<8, uint, true, false>;
-typedef decltype(matvec_q_nv<8, half2, true, false>) matvec_nv_q8_f16sb_xs_t;
-template [[host_name("matvec_q8_f32_nv_f16sb_xs")]] kernel matvec_nv_q8_f16sb_xs_t matvec_q_nv<8, half2, true, false>;
-typedef decltype(matvec_q_nv<8, float2, true, false>) matvec_nv_q8_f32sb_xs_t;
-template [[host_name("matvec_q8_f32_nv_f32sb_xs")]] kernel matvec_nv_q8_f32sb_xs_t matvec_q_nv<8, float2, true, false>;
-typedef decltype(matvec_q_nv<4, uint, false, true>) matvec_nv_q4_bf16sb_glu_t;
-template [[host_name("matvec_q4_f32_nv_bf16sb_glu")]] kernel matvec_nv_q4_bf16sb_glu_t matvec_q_nv<4, uint, false, true>;
-typedef decltype(matvec_q_nv<4, half2, false, true>) matvec_nv_q4_f16sb_glu_t;
-template [[host_name("matvec_q4_f32_nv_f16sb_glu")]] kernel matvec_nv_q4_f16sb_glu_t matvec_q_nv<4, half2, false, true>;
-typedef decltype(matvec_q_nv<4, float2, false, true>) matvec_nv_q4_f32sb_glu_t;
-template [[host_name("matvec_q4_f32_nv_f32sb_glu")]] kernel matvec_nv_q4_f32sb_glu_t matvec_q_nv<4, float2, false, true>;
-typedef decltype(matvec_q_nv<8, uint, false, true>) matvec_nv_q8_bf16sb_glu_t;
-template [[host_name("matvec_q8_f32_nv_bf16sb_glu")]] kernel matvec_nv_q8_bf16sb_glu_t matvec_q_nv<8, uint, false, true>;
-typedef decltype(matvec_q_nv<8, half2, false, true>) matvec_nv_q8_f16sb_glu_t;
-template [[host_name("matvec_q8_f32_nv_f16sb_glu")]] kernel matvec_nv_q8_f16sb_glu_t matvec_q_nv<8, half2, false, true>;
-typedef decltype(matvec_q_nv<8, float2, false, true>) matvec_nv_q8_f32sb_glu_t;
-template [[host_name("matvec_q8_f32_nv_f32sb_glu")]] kernel matvec_nv_q8_f32sb_glu_t matvec_q_nv<8, float2, false, true>;
-typedef decltype(matvec_q_nv<4, uint, true, true>) matvec_nv_q4_bf16sb_xs_glu_t;
-template [[host_name("matvec_q4_f32_nv_bf16sb_xs_glu")]] kernel matvec_nv_q4_bf16sb_xs_glu_t matvec_q_nv<4, uint, true, true>;
-typedef decltype(matvec_q_nv<4, half2, true, true>) matvec_nv_q4_f16sb_xs_glu_t;
-template [[host_name("matvec_q4_f32_nv_f16sb_xs_glu")]] kernel matvec_nv_q4_f16sb_xs_glu_t matvec_q_nv<4, half2, true, true>;
-typedef decltype(matvec_q_nv<4, float2, true, true>) matvec_nv_q4_f32sb_xs_glu_t;
-template [[host_name("matvec_q4_f32_nv_f32sb_xs_glu")]] kernel matvec_nv_q4_f32sb_xs_glu_t matvec_q_nv<4, float2, true, true>;
-typedef decltype(matvec_q_nv<8, uint, true, true>) matvec_nv_q8_bf16sb_xs_glu_t;
-template [[host_name("matvec_q8_f32_nv_bf16sb_xs_glu")]] kernel matvec_nv_q8_bf16sb_xs_glu_t matvec_q_nv<8, uint, true, true>;
-typedef decltype(matvec_q_nv<8, half2, true, true>) matvec_nv_q8_f16sb_xs_glu_t;
-template [[host_name("matvec_q8_f32_nv_f16sb_xs_glu")]] kernel matvec_nv_q8_f16sb_xs_glu_t matvec_q_nv<8, half2, true, true>;
-typedef decltype(matvec_q_nv<8, float2, true, true>) matvec_nv_q8_f32sb_xs_glu_t;
-template [[host_name("matvec_q8_f32_nv_f32sb_xs_glu")]] kernel matvec_nv_q8_f32sb_xs_glu_t matvec_q_nv<8, float2, true, true>;
+typedef decltype(matvec_q_nv<4, uint, false, false, false>) matvec_nv_q4_bf16sb_t;
+template [[host_name("matvec_q4_f32_nv_bf16sb")]] kernel matvec_nv_q4_bf16sb_t matvec_q_nv<4, uint, false, false, false>;
+typedef decltype(matvec_q_nv<4, half2, false, false, false>) matvec_nv_q4_f16sb_t;
+template [[host_name("matvec_q4_f32_nv_f16sb")]] kernel matvec_nv_q4_f16sb_t matvec_q_nv<4, half2, false, false, false>;
+typedef decltype(matvec_q_nv<4, float2, false, false, false>) matvec_nv_q4_f32sb_t;
+template [[host_name("matvec_q4_f32_nv_f32sb")]] kernel matvec_nv_q4_f32sb_t matvec_q_nv<4, float2, false, false, false>;
+typedef decltype(matvec_q_nv<8, uint, false, false, false>) matvec_nv_q8_bf16sb_t;
+template [[host_name("matvec_q8_f32_nv_bf16sb")]] kernel matvec_nv_q8_bf16sb_t matvec_q_nv<8, uint, false, false, false>;
+typedef decltype(matvec_q_nv<8, half2, false, false, false>) matvec_nv_q8_f16sb_t;
+template [[host_name("matvec_q8_f32_nv_f16sb")]] kernel matvec_nv_q8_f16sb_t matvec_q_nv<8, half2, false, false, false>;
+typedef decltype(matvec_q_nv<8, float2, false, false, false>) matvec_nv_q8_f32sb_t;
+template [[host_name("matvec_q8_f32_nv_f32sb")]] kernel matvec_nv_q8_f32sb_t matvec_q_nv<8, float2, false, false, false>;
+typedef decltype(matvec_q_nv<4, uint, true, false, false>) matvec_nv_q4_bf16sb_xs_t;
+template [[host_name("matvec_q4_f32_nv_bf16sb_xs")]] kernel matvec_nv_q4_bf16sb_xs_t matvec_q_nv<4, uint, true, false, false>;
+typedef decltype(matvec_q_nv<4, half2, true, false, false>) matvec_nv_q4_f16sb_xs_t;
+template [[host_name("matvec_q4_f32_nv_f16sb_xs")]] kernel matvec_nv_q4_f16sb_xs_t matvec_q_nv<4, half2, true, false, false>;
+typedef decltype(matvec_q_nv<4, float2, true, false, false>) matvec_nv_q4_f32sb_xs_t;
+template [[host_name("matvec_q4_f32_nv_f32sb_xs")]] kernel matvec_nv_q4_f32sb_xs_t matvec_q_nv<4, float2, true, false, false>;
+typedef decltype(matvec_q_nv<8, uint, true, false, false>) matvec_nv_q8_bf16sb_xs_t;
+template [[host_name("matvec_q8_f32_nv_bf16sb_xs")]] kernel matvec_nv_q8_bf16sb_xs_t matvec_q_nv<8, uint, true, false, false>;
+typedef decltype(matvec_q_nv<8, half2, true, false, false>) matvec_nv_q8_f16sb_xs_t;
+template [[host_name("matvec_q8_f32_nv_f16sb_xs")]] kernel matvec_nv_q8_f16sb_xs_t matvec_q_nv<8, half2, true, false, false>;
+typedef decltype(matvec_q_nv<8, float2, true, false, false>) matvec_nv_q8_f32sb_xs_t;
+template [[host_name("matvec_q8_f32_nv_f32sb_xs")]] kernel matvec_nv_q8_f32sb_xs_t matvec_q_nv<8, float2, true, false, false>;
+typedef decltype(matvec_q_nv<4, uint, false, true, false>) matvec_nv_q4_bf16sb_glu_t;
+template [[host_name("matvec_q4_f32_nv_bf16sb_glu")]] kernel matvec_nv_q4_bf16sb_glu_t matvec_q_nv<4, uint, false, true, false>;
+typedef decltype(matvec_q_nv<4, half2, false, true, false>) matvec_nv_q4_f16sb_glu_t;
+template [[host_name("matvec_q4_f32_nv_f16sb_glu")]] kernel matvec_nv_q4_f16sb_glu_t matvec_q_nv<4, half2, false, true, false>;
+typedef decltype(matvec_q_nv<4, float2, false, true, false>) matvec_nv_q4_f32sb_glu_t;
+template [[host_name("matvec_q4_f32_nv_f32sb_glu")]] kernel matvec_nv_q4_f32sb_glu_t matvec_q_nv<4, float2, false, true, false>;
+typedef decltype(matvec_q_nv<8, uint, false, true, false>) matvec_nv_q8_bf16sb_glu_t;
+template [[host_name("matvec_q8_f32_nv_bf16sb_glu")]] kernel matvec_nv_q8_bf16sb_glu_t matvec_q_nv<8, uint, false, true, false>;
+typedef decltype(matvec_q_nv<8, half2, false, true, false>) matvec_nv_q8_f16sb_glu_t;
+template [[host_name("matvec_q8_f32_nv_f16sb_glu")]] kernel matvec_nv_q8_f16sb_glu_t matvec_q_nv<8, half2, false, true, false>;
+typedef decltype(matvec_q_nv<8, float2, false, true, false>) matvec_nv_q8_f32sb_glu_t;
+template [[host_name("matvec_q8_f32_nv_f32sb_glu")]] kernel matvec_nv_q8_f32sb_glu_t matvec_q_nv<8, float2, false, true, false>;
+typedef decltype(matvec_q_nv<4, uint, true, true, false>) matvec_nv_q4_bf16sb_xs_glu_t;
+template [[host_name("matvec_q4_f32_nv_bf16sb_xs_glu")]] kernel matvec_nv_q4_bf16sb_xs_glu_t matvec_q_nv<4, uint, true, true, false>;
+typedef decltype(matvec_q_nv<4, half2, true, true, false>) matvec_nv_q4_f16sb_xs_glu_t;
+template [[host_name("matvec_q4_f32_nv_f16sb_xs_glu")]] kernel matvec_nv_q4_f16sb_xs_glu_t matvec_q_nv<4, half2, true, true, false>;
+typedef decltype(matvec_q_nv<4, float2, true, true, false>) matvec_nv_q4_f32sb_xs_glu_t;
+template [[host_name("matvec_q4_f32_nv_f32sb_xs_glu")]] kernel matvec_nv_q4_f32sb_xs_glu_t matvec_q_nv<4, float2, true, true, false>;
+typedef decltype(matvec_q_nv<8, uint, true, true, false>) matvec_nv_q8_bf16sb_xs_glu_t;
+template [[host_name("matvec_q8_f32_nv_bf16sb_xs_glu")]] kernel matvec_nv_q8_bf16sb_xs_glu_t matvec_q_nv<8, uint, true, true, false>;
+typedef decltype(matvec_q_nv<8, half2, true, true, false>) matvec_nv_q8_f16sb_xs_glu_t;
+template [[host_name("matvec_q8_f32_nv_f16sb_xs_glu")]] kernel matvec_nv_q8_f16sb_xs_glu_t matvec_q_nv<8, half2, true, true, false>;
+typedef decltype(matvec_q_nv<8, float2, true, true, false>) matvec_nv_q8_f32sb_xs_glu_t;
+template [[host_name("matvec_q8_f32_nv_f32sb_xs_glu")]] kernel matvec_nv_q8_f32sb_xs_glu_t matvec_q_nv<8, float2, true, true, false>;
+typedef decltype(matvec_q_nv<4, uint, false, false, true>) matvec_nvi_q4_bf16sb_t;
+template [[host_name("matvec_q4_f32_nvi_bf16sb")]] kernel matvec_nvi_q4_bf16sb_t matvec_q_nv<4, uint, false, false, true>;
+typedef decltype(matvec_q_nv<4, half2, false, false, true>) matvec_nvi_q4_f16sb_t;
+template [[host_name("matvec_q4_f32_nvi_f16sb")]] kernel matvec_nvi_q4_f16sb_t matvec_q_nv<4, half2, false, false, true>;
+typedef decltype(matvec_q_nv<4, float2, false, false, true>) matvec_nvi_q4_f32sb_t;
+template [[host_name("matvec_q4_f32_nvi_f32sb")]] kernel matvec_nvi_q4_f32sb_t matvec_q_nv<4, float2, false, false, true>;
+typedef decltype(matvec_q_nv<8, uint, false, false, true>) matvec_nvi_q8_bf16sb_t;
+template [[host_name("matvec_q8_f32_nvi_bf16sb")]] kernel matvec_nvi_q8_bf16sb_t matvec_q_nv<8, uint, false, false, true>;
+typedef decltype(matvec_q_nv<8, half2, false, false, true>) matvec_nvi_q8_f16sb_t;
+template [[host_name("matvec_q8_f32_nvi_f16sb")]] kernel matvec_nvi_q8_f16sb_t matvec_q_nv<8, half2, false, false, true>;
+typedef decltype(matvec_q_nv<8, float2, false, false, true>) matvec_nvi_q8_f32sb_t;
+template [[host_name("matvec_q8_f32_nvi_f32sb")]] kernel matvec_nvi_q8_f32sb_t matvec_q_nv<8, float2, false, false, true>;
+typedef decltype(matvec_q_nv<4, uint, false, true, true>) matvec_nvi_q4_bf16sb_glu_t;
+template [[host_name("matvec_q4_f32_nvi_bf16sb_glu")]] kernel matvec_nvi_q4_bf16sb_glu_t matvec_q_nv<4, uint, false, true, true>;
+typedef decltype(matvec_q_nv<4, half2, false, true, true>) matvec_nvi_q4_f16sb_glu_t;
+template [[host_name("matvec_q4_f32_nvi_f16sb_glu")]] kernel matvec_nvi_q4_f16sb_glu_t matvec_q_nv<4, half2, false, true, true>;
+typedef decltype(matvec_q_nv<4, float2, false, true, true>) matvec_nvi_q4_f32sb_glu_t;
+template [[host_name("matvec_q4_f32_nvi_f32sb_glu")]] kernel matvec_nvi_q4_f32sb_glu_t matvec_q_nv<4, float2, false, true, true>;
+typedef decltype(matvec_q_nv<8, uint, false, true, true>) matvec_nvi_q8_bf16sb_glu_t;
+template [[host_name("matvec_q8_f32_nvi_bf16sb_glu")]] kernel matvec_nvi_q8_bf16sb_glu_t matvec_q_nv<8, uint, false, true, true>;
+typedef decltype(matvec_q_nv<8, half2, false, true, true>) matvec_nvi_q8_f16sb_glu_t;
+template [[host_name("matvec_q8_f32_nvi_f16sb_glu")]] kernel matvec_nvi_q8_f16sb_glu_t matvec_q_nv<8, half2, false, true, true>;
+typedef decltype(matvec_q_nv<8, float2, false, true, true>) matvec_nvi_q8_f32sb_glu_t;
+template [[host_name("matvec_q8_f32_nvi_f32sb_glu")]] kernel matvec_nvi_q8_f32sb_glu_t matvec_q_nv<8, float2, false, true, true>;
