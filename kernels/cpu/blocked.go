@@ -75,17 +75,29 @@ func (m metaRow) at(g int) float32 {
 // metaKind returns the narrowest element type that holds every value of s and
 // b exactly.
 func metaKind(s, b []float32) uint8 {
-	bf, f16 := true, true
+	var f metaFit
 	for _, x := range [][]float32{s, b} {
 		for _, v := range x {
-			bf = bf && math.Float32bits(v)&0xffff == 0
-			f16 = f16 && F16ToF32(F32ToF16(v)) == v
+			f.add(v)
 		}
 	}
+	return f.kind()
+}
+
+// metaFit finds the narrowest element type that holds every value added
+// exactly: bf16, else f16, else f32.
+type metaFit struct{ notBF16, notF16 bool }
+
+func (f *metaFit) add(v float32) {
+	f.notBF16 = f.notBF16 || math.Float32bits(v)&0xffff != 0
+	f.notF16 = f.notF16 || F16ToF32(F32ToF16(v)) != v
+}
+
+func (f *metaFit) kind() uint8 {
 	switch {
-	case bf:
+	case !f.notBF16:
 		return metaBF16
-	case f16:
+	case !f.notF16:
 		return metaF16
 	}
 	return metaF32
@@ -146,53 +158,70 @@ func slabWidth(q *QMatrix, K int) int {
 
 // block moves q (N rows of K) to the blocked layout, in K-slabs.
 func (q *QMatrix) block(N, K int) {
+	words, G := K*q.Bits/32, K/q.GroupSize
 	q.meta = metaKind(q.Scales, q.Biases)
+	q.blockRows(N, K, func(dst *QMatrix, n0, n1 int) {
+		dst.W, dst.Scales, dst.Biases = q.W[n0*words:n1*words], q.Scales[n0*G:n1*G], q.Biases[n0*G:n1*G]
+	})
+	q.W, q.Scales, q.Biases = nil, nil, nil
+}
+
+// blockRows sets q's Blocked (and slabs) to the blocked layout of an N × K
+// matrix of q.Bits-bit codes in groups of q.GroupSize, scales and biases
+// stored as q.meta, whose row-major rows rows gives: it sets dst's W, Scales
+// and Biases to rows [n0, n1) (views or copies; row n0 first), one four-row
+// block (or a last single row) at a time.
+func (q *QMatrix) blockRows(N, K int, rows func(dst *QMatrix, n0, n1 int)) {
 	out := alignedBytes(N * blockRowBytes(q, K))
 	kw := slabWidth(q, K)
 	q.slabs = make([]QMatrix, 0, (K+kw-1)/kw)
 	off := 0
 	for k0 := 0; k0 < K; k0 += kw {
 		n := N * blockRowBytes(q, min(kw, K-k0))
-		q.blockSlab(out[off:off+n], N, K, k0, min(kw, K-k0))
 		q.slabs = append(q.slabs, QMatrix{Bits: q.Bits, GroupSize: q.GroupSize, Blocked: out[off : off+n : off+n], meta: q.meta, k0: k0})
 		off += n
 	}
-	q.Blocked, q.W, q.Scales, q.Biases = out, nil, nil, nil
-}
-
-// blockSlab writes columns [k0, k0+kw) of q's N rows (of K) to out in the
-// blocked layout.
-func (q *QMatrix) blockSlab(out []byte, N, K, k0, kw int) {
-	rb, G, S1, m := kw*q.Bits/8, kw/q.GroupSize, blockRowBytes(q, kw), q.metaBytes()
-	wpg, words, rowG, g0 := q.wordsPerGroup(), K*q.Bits/32, K/q.GroupSize, k0/q.GroupSize
+	var src QMatrix
 	for n0 := 0; n0 < N; {
 		r := 4 // rows in this block
 		if n0 >= N&^3 {
 			r = 1
 		}
-		blk := out[n0*S1 : (n0+r)*S1]
-		// the block's codes as words, written in order (see blockedWord):
-		// unblock's group order, with strided stores, loads a model markedly
-		// slower (docs/perf/cpu.md, "Blocked layout")
-		dst := blockWords(blk)
-		o := 0
-		for s0 := 0; s0 < G; s0 += 16 {
-			for c := range wpg {
-				for i := range r {
-					w := q.W[(n0+i)*words+g0*wpg:]
-					for j := range min(16, G-s0) {
-						dst[o] = w[(s0+j)*wpg+c]
-						o++
-					}
+		rows(&src, n0, n0+r)
+		for j := range q.slabs {
+			q.slabs[j].blockRowsOf(&src, n0, r, K, q.slabCols(j, K))
+		}
+		n0 += r
+	}
+	q.Blocked = out
+}
+
+// blockRowsOf writes the block of rows [n0, n0+r) of a slab q (columns [q.k0,
+// q.k0+kw) of rows of K) from src, those rows row-major (row n0 first).
+func (q *QMatrix) blockRowsOf(src *QMatrix, n0, r, K, kw int) {
+	rb, G, S1, m := kw*q.Bits/8, kw/q.GroupSize, blockRowBytes(q, kw), q.metaBytes()
+	wpg, words, rowG, g0 := q.wordsPerGroup(), K*q.Bits/32, K/q.GroupSize, q.k0/q.GroupSize
+	blk := q.Blocked[n0*S1 : (n0+r)*S1]
+	// the block's codes as words, written in order (see blockedWord):
+	// unblock's group order, with strided stores, loads a model markedly
+	// slower (docs/perf/cpu.md, "Blocked layout")
+	dst := blockWords(blk)
+	o := 0
+	for s0 := 0; s0 < G; s0 += 16 {
+		for c := range wpg {
+			for i := range r {
+				w := src.W[i*words+g0*wpg:]
+				for j := range min(16, G-s0) {
+					dst[o] = w[(s0+j)*wpg+c]
+					o++
 				}
 			}
 		}
-		for i := range r {
-			at := (n0+i)*rowG + g0
-			putMeta(blk[r*rb+i*G*m:], q.Scales[at:at+G], q.meta)
-			putMeta(blk[r*rb+(r+i)*G*m:], q.Biases[at:at+G], q.meta)
-		}
-		n0 += r
+	}
+	for i := range r {
+		at := i*rowG + g0
+		putMeta(blk[r*rb+i*G*m:], src.Scales[at:at+G], q.meta)
+		putMeta(blk[r*rb+(r+i)*G*m:], src.Biases[at:at+G], q.meta)
 	}
 }
 
