@@ -1,0 +1,114 @@
+package cpu
+
+import (
+	"encoding/binary"
+	"math"
+)
+
+// PrepareKQuant returns w as the MLX affine [Weight] it is exactly, in the
+// blocked layout the byte-dot kernels read (see Prepare), when this CPU's
+// kernels read that layout and w is q4_0 or q8_0 with finite scales; else nil,
+// and w runs as stored. The result is a copy (4 bits of codes a weight for
+// q4_0 and 8 for q8_0, plus a scale and a bias a 32-element group, f16 where
+// they are f16 values: 5 and 9 bits a weight) that does not view w's bytes.
+//
+// A q4_0 block is an affine group of 32 with scale d, bias −8·d and codes q;
+// a q8_0 block one with scale d, bias −128·d and codes q + 128. With d an f16
+// value, d·c (c < 2⁸) and both biases are exact in float32, and so is
+// d·c + bias = d·(q − 8) or d·q: every weight is the value gguf-py computes,
+// bit for bit but for the sign of a zero (d·(8 − 8) = −0 for d < 0; +0
+// here). MatMul then takes the byte-dot path for decode and small batches,
+// and MatVecs its several-row form, both exact to f32 grade (see MatMul),
+// where the block kernels of dotKQuant multiply in float.
+func PrepareKQuant(w *KQuant) *Weight {
+	var bits int
+	switch w.Type {
+	case KQ4_0:
+		bits = 4
+	case KQ8_0:
+		bits = 8
+	default:
+		return nil
+	}
+	q := &QMatrix{Bits: bits, GroupSize: 32}
+	if !kern.blocked || !bFits(q, w.K) {
+		return nil
+	}
+	meta, ok := w.affineMeta()
+	if !ok {
+		return nil
+	}
+	q.meta = meta
+	q.blockRows(w.N, w.K, w.affineRows)
+	return &Weight{Format: FormatQ, N: w.N, K: w.K, Q: q}
+}
+
+// affineOff is the code offset of q4_0 and q8_0: the bias is −affineOff·d.
+func (w *KQuant) affineOff() float32 {
+	if w.Type == KQ4_0 {
+		return 8
+	}
+	return 128
+}
+
+// affineMeta returns the narrowest type that holds every block's scale d and
+// bias −off·d exactly, or false if some d is not finite (the affine form
+// would turn d·0 into ∞ − ∞).
+func (w *KQuant) affineMeta() (uint8, bool) {
+	_, size := w.Type.BlockSize()
+	off := w.affineOff()
+	var f metaFit
+	for o := 0; o < len(w.B); o += size {
+		d := f16At(w.B[o:])
+		if math.IsInf(float64(d), 0) || math.IsNaN(float64(d)) {
+			return 0, false
+		}
+		f.add(d)
+		f.add(-off * d)
+	}
+	return f.kind(), true
+}
+
+// affineRows sets dst's W, Scales and Biases to rows [n0, n1) of w in the
+// affine form (see PrepareKQuant), growing them as needed.
+func (w *KQuant) affineRows(dst *QMatrix, n0, n1 int) {
+	bits := 4
+	if w.Type == KQ8_0 {
+		bits = 8
+	}
+	G, words := w.K/32, w.K*bits/32
+	dst.W = grow(dst.W, (n1-n0)*words)
+	dst.Scales, dst.Biases = grow(dst.Scales, (n1-n0)*G), grow(dst.Biases, (n1-n0)*G)
+	off := w.affineOff()
+	for n := n0; n < n1; n++ {
+		r := w.row(n)
+		i := n - n0
+		for g := range G {
+			s := dst.W[i*words+g*bits : i*words+(g+1)*bits] // a group's words: 32·bits/32
+			var d float32
+			if bits == 4 {
+				b := (*[18]byte)(r[18*g:])
+				d = f16At(b[:])
+				lo, hi := binary.LittleEndian.Uint64(b[2:]), binary.LittleEndian.Uint64(b[10:])
+				// values 0…15 are the low nibbles of bytes 0…15, 16…31 the high
+				const m = 0x0f0f0f0f0f0f0f0f
+				s[0], s[1], s[2], s[3] = packNibbles(lo&m), packNibbles(hi&m), packNibbles(lo>>4&m), packNibbles(hi>>4&m)
+			} else {
+				b := (*[34]byte)(r[34*g:])
+				d = f16At(b[:])
+				for c := range s {
+					s[c] = binary.LittleEndian.Uint32(b[2+4*c:]) ^ 0x80808080 // int8 q → code q + 128
+				}
+			}
+			dst.Scales[i*G+g], dst.Biases[i*G+g] = d, -off*d
+		}
+	}
+}
+
+// packNibbles packs the low nibbles of x's eight bytes into one word, byte j's
+// at bits 4j…4j+3 (MLX's order: value j of the word at bits 4j).
+func packNibbles(x uint64) uint32 {
+	x = (x | x>>4) & 0x00ff00ff00ff00ff
+	x = (x | x>>8) & 0x0000ffff0000ffff
+	return uint32(x | x>>16)
+}

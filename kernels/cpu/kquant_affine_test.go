@@ -1,0 +1,231 @@
+package cpu
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// kqCode returns the affine code of element k of row n of a q4_0 or q8_0 w,
+// read from the block as ggml-common.h lays it out: q4_0 byte j holds element
+// j in its low nibble and j + 16 in its high one; q8_0 codes are q + 128.
+func kqCode(w *KQuant, n, k int) int {
+	r := w.row(n)
+	if w.Type == KQ4_0 {
+		b, j := r[18*(k/32)+2:], k%32
+		if j < 16 {
+			return int(b[j] & 15)
+		}
+		return int(b[j-16] >> 4)
+	}
+	return int(int8(r[34*(k/32)+2+k%32])) + 128
+}
+
+// kqRef returns the float64 dot products of w's exactly dequantized rows
+// (Row) with x's L rows, their Σ|products|, and the bound the byte-plane
+// activations' rounding meets (see ref): max|x|·Σ_g |d_g|·Σ_{k∈g} |code_k − c|.
+func kqRef(w *KQuant, x []float32, L int) (out, mag, qbound []float64) {
+	N, K := w.N, w.K
+	out, mag, qbound = make([]float64, L*N), make([]float64, L*N), make([]float64, L*N)
+	c := 7.5
+	if w.Type == KQ8_0 {
+		c = 127.5
+	}
+	row := make([]float32, K)
+	for n := range N {
+		w.Row(row, n)
+		var qs float64
+		for g := range K / 32 {
+			_, size := w.Type.BlockSize()
+			d := math.Abs(float64(f16At(w.row(n)[size*g:])))
+			for k := 32 * g; k < 32*g+32; k++ {
+				qs += d * math.Abs(float64(kqCode(w, n, k))-c)
+			}
+		}
+		for l := range L {
+			xl := x[l*K : (l+1)*K]
+			var s, m, amax float64
+			for k, v := range row {
+				s += float64(v) * float64(xl[k])
+				m += math.Abs(float64(v) * float64(xl[k]))
+				amax = max(amax, math.Abs(float64(xl[k])))
+			}
+			out[l*N+n], mag[l*N+n], qbound[l*N+n] = s, m, amax*qs
+		}
+	}
+	return out, mag, qbound
+}
+
+// TestPrepareKQuant: q4_0 and q8_0 become blocked affine weights with f16
+// scales and biases (5 and 9 bits a weight) where this CPU's kernels read the
+// blocked layout (and stay blocks elsewhere); their rows dequantize to the
+// blocks' values, and MatMul matches float64 dot products of those within the
+// byte-plane bound for decode and small batches and float32 rounding for
+// prefill, at the kernels' edges: one chunk, one stripe of 16 groups and a
+// partial one, N around the four-row blocks and the 32-row prefill panels,
+// rows in one K-slab and in slabs of one stripe, L around deqMinL.
+func TestPrepareKQuant(t *testing.T) {
+	for _, slabs := range []bool{false, true} {
+		t.Run(fmt.Sprintf("slabs=%v", slabs), func(t *testing.T) {
+			if slabs {
+				lowerBlockL1(t)
+			}
+			smallBlocks(t)
+			checkPrepareKQuant(t)
+		})
+	}
+}
+
+func checkPrepareKQuant(t *testing.T) {
+	p := NewPool(2)
+	defer p.Close()
+	r := rand.New(rand.NewPCG(31, 32))
+	for _, kt := range []KType{KQ4_0, KQ8_0} {
+		bits := map[KType]int{KQ4_0: 4, KQ8_0: 8}[kt]
+		C := bChunk(bits)
+		for _, s := range []struct{ N, K int }{
+			{1, C}, {3, 2 * C}, {4, 512}, {5, 512 + C}, {9, 1536 + C}, {33, 512}, {70, 640},
+		} {
+			t.Run(fmt.Sprintf("%s/N=%d/K=%d", kt, s.N, s.K), func(t *testing.T) {
+				kq := randKQuant(kt, s.N, s.K, r.Uint64())
+				w := PrepareKQuant(kq)
+				if (w != nil) != kern.blocked {
+					t.Fatalf("PrepareKQuant: %v, want a weight iff the %s kernels read the blocked layout (%v)", w, kern.name, kern.blocked)
+				}
+				if w == nil {
+					return
+				}
+				if w.Format != FormatQ || w.N != s.N || w.K != s.K || w.Q.Bits != bits || w.Q.GroupSize != 32 || w.Q.Blocked == nil || w.Q.meta != metaF16 {
+					t.Fatalf("PrepareKQuant: %v %d×%d q%d gs=%d meta %d, want blocked q%d gs=32 with f16 scales", w.Format, w.N, w.K, w.Q.Bits, w.Q.GroupSize, w.Q.meta, bits)
+				}
+				if got, want := w.Bytes(), s.N*s.K*(bits+1)/8; got != want {
+					t.Errorf("Bytes %d, want %d", got, want)
+				}
+				want, got := make([]float32, s.K), make([]float32, s.K)
+				for n := range s.N {
+					kq.Row(want, n)
+					w.Row(got, n)
+					for k := range want {
+						if got[k] != want[k] { // equal as numbers: d·(8 − 8) is −0 for d < 0, 0 here
+							t.Fatalf("row %d col %d: %g, want %g", n, k, got[k], want[k])
+						}
+					}
+				}
+				for _, L := range []int{1, 2, 5, 15, 16, 17, 29} {
+					x := randVec(r, L*s.K)
+					x[L*s.K/2] = 30 // one row with a larger range
+					want, mag, qb := kqRef(kq, x, L)
+					got := make([]float32, L*s.N)
+					p.MatMul(got, x, L, w)
+					res := 0.0
+					if L < deqMinL {
+						res = 1 / (2 * bMaxT)
+					}
+					checkRef(t, got, want, mag, qb, res)
+				}
+			})
+		}
+	}
+}
+
+// TestPrepareKQuantFallback: only q4_0 and q8_0 with finite scales and rows
+// of whole chunks become affine weights; scales whose biases (−8·d, −128·d)
+// overflow f16 keep them in f32, still exact.
+func TestPrepareKQuantFallback(t *testing.T) {
+	if !kern.blocked {
+		for _, kt := range []KType{KQ4_0, KQ8_0} {
+			if PrepareKQuant(randKQuant(kt, 4, 512, 1)) != nil {
+				t.Errorf("%s: an affine weight for the %s kernels, which do not read the blocked layout", kt, kern.name)
+			}
+		}
+		return
+	}
+	for _, kt := range []KType{KQ4K, KQ5K, KQ6K} {
+		if PrepareKQuant(randKQuant(kt, 4, 512, 1)) != nil {
+			t.Errorf("%s: an affine weight", kt)
+		}
+	}
+	if PrepareKQuant(randKQuant(KQ4_0, 4, 96, 1)) != nil {
+		t.Error("q4_0 with K = 96 (not whole 128-code chunks): an affine weight")
+	}
+	for _, kt := range []KType{KQ4_0, KQ8_0} {
+		_, size := kt.BlockSize()
+		for _, tc := range []struct {
+			name   string
+			d      uint16 // one block's scale
+			affine bool
+			meta   uint8
+		}{
+			{"inf", 0x7c00, false, 0}, {"nan", 0x7e00, false, 0},
+			{"large", 0x7bff, true, metaF32}, // 65504: −8·d and −128·d overflow f16
+			{"subnormal", 0x8001, true, metaF16},
+		} {
+			kq := randKQuant(kt, 5, 256, 2)
+			binary.LittleEndian.PutUint16(kq.B[3*size:], tc.d)
+			w := PrepareKQuant(kq)
+			if !tc.affine {
+				if w != nil {
+					t.Errorf("%s with a scale %s: an affine weight", kt, tc.name)
+				}
+				continue
+			}
+			if w == nil || w.Q.meta != tc.meta {
+				t.Fatalf("%s with a scale %s: %v, want an affine weight with %s scales", kt, tc.name, w, metaNames[tc.meta])
+			}
+			want, got := make([]float32, 256), make([]float32, 256)
+			for n := range 5 {
+				kq.Row(want, n)
+				w.Row(got, n)
+				for k := range want {
+					if got[k] != want[k] {
+						t.Fatalf("%s with a scale %s: row %d col %d: %g, want %g", kt, tc.name, n, k, got[k], want[k])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestMatVecsKQuantRowInvariant: for q4_0 and q8_0 weights in the affine
+// form, each row of a MatVecs call has the bits a one-row MatMul and MatMuls
+// give it (batch invariance), at a partial four-row block, a partial stripe
+// and in K-slabs.
+func TestMatVecsKQuantRowInvariant(t *testing.T) {
+	if !kern.blocked { // they run as blocks (see TestMatMulKQuant), one row at a time
+		if PrepareKQuant(randKQuant(KQ4_0, 4, 512, 1)) != nil {
+			t.Errorf("q4_0: an affine weight for the %s kernels", kern.name)
+		}
+		return
+	}
+	r := rand.New(rand.NewPCG(33, 34))
+	p := NewPool(2)
+	defer p.Close()
+	for _, tc := range []struct {
+		kt   KType
+		N, K int
+	}{{KQ4_0, 258, 2048}, {KQ8_0, 37, 576}, {KQ4_0, 22, 8192}, {KQ8_0, 41, 4096}} {
+		t.Run(fmt.Sprintf("%s/N=%d/K=%d", tc.kt, tc.N, tc.K), func(t *testing.T) {
+			w, w2 := PrepareKQuant(randKQuant(tc.kt, tc.N, tc.K, r.Uint64())), PrepareKQuant(randKQuant(tc.kt, tc.N/2+3, tc.K, r.Uint64()))
+			if w == nil || w2 == nil {
+				t.Fatal("PrepareKQuant: nil")
+			}
+			for _, L := range []int{2, 3, 4, 7, 8} {
+				x := randVec(r, L*tc.K)
+				x[5] = 40 // rows are quantized each on its own grid
+				got, got2 := make([]float32, L*w.N), make([]float32, L*w2.N)
+				p.MatVecs([][]float32{got, got2}, x, L, []*Weight{w, w2})
+				for l := range L {
+					xl := x[l*tc.K : (l+1)*tc.K]
+					one, one2 := make([]float32, w.N), make([]float32, w2.N)
+					p.MatMul(one, xl, 1, w)
+					sameBits(t, "MatMul", l, got[l*w.N:(l+1)*w.N], one)
+					p.MatMuls([][]float32{one, one2}, xl, 1, []*Weight{w, w2})
+					sameBits(t, "MatMuls", l, got[l*w.N:(l+1)*w.N], one)
+					sameBits(t, "MatMuls", l, got2[l*w2.N:(l+1)*w2.N], one2)
+				}
+			}
+		})
+	}
+}
