@@ -76,9 +76,10 @@ func (c *CPU) NewF16(shape ...int) *Tensor {
 // Upload checks a host tensor and attaches its [cpu.Weight] view ([cpu.MXFP4]
 // for MXFP4, [cpu.KQuant] for the GGUF block types). It copies nothing,
 // except the 4/8-bit weights this CPU's kernels read in their own layout (see
-// [cpu.Prepare]): those move there in one copy, and the tensor returned is a
-// new one that no longer views t's memory; and 16-bit affine scales and
-// biases, which it widens to f32.
+// [cpu.Prepare]), GGUF Q4_0 and Q8_0 among them as the affine weights they
+// are (see [cpu.PrepareKQuant]): those move there in one copy, and the tensor
+// returned is a new one that no longer views t's memory; and 16-bit affine
+// scales and biases, which it widens to f32.
 func (c *CPU) Upload(t *Tensor) (*Tensor, error) {
 	if t.DType == DTypeMXFP4 { // its own kernels: see cpu.MXFP4
 		n, k, err := checkWeight(t)
@@ -88,13 +89,20 @@ func (c *CPU) Upload(t *Tensor) (*Tensor, error) {
 		t.Buf, err = cpu.NewMXFP4(t.Data, n, k)
 		return t, err
 	}
-	if kt, ok := cpuKType(t.DType); ok { // GGUF blocks as stored: see cpu.KQuant
+	if kt, ok := cpuKType(t.DType); ok { // GGUF blocks: see cpu.KQuant
 		n, k, err := checkWeight(t)
 		if err != nil {
 			return nil, err
 		}
-		t.Buf, err = cpu.NewKQuant(kt, t.Data, n, k)
-		return t, err
+		kq, err := cpu.NewKQuant(kt, t.Data, n, k)
+		if err != nil {
+			return nil, err
+		}
+		if w := cpu.PrepareKQuant(kq); w != nil { // Q4_0, Q8_0: the affine fast path
+			return &Tensor{DType: t.DType, Shape: t.Shape, Buf: w}, nil
+		}
+		t.Buf = kq
+		return t, nil
 	}
 	w, err := hostWeight(t)
 	if err != nil {
@@ -281,7 +289,7 @@ func (c *CPU) MatMul(dst, x, w *Tensor) {
 // MatMuls computes dst[i] = x · w[i]ᵀ for up to four weights: in a decode
 // step, one mat-vec over the rows of them all (see [cpu.Pool.MatMuls]).
 func (c *CPU) MatMuls(dst []*Tensor, x *Tensor, w []*Tensor) {
-	if len(dst) == len(w) && slices.ContainsFunc(w, func(t *Tensor) bool { return t.DType == DTypeMXFP4 || t.DType.Block() }) {
+	if len(dst) == len(w) && slices.ContainsFunc(w, blockWeight) {
 		for i := range w { // no fused form: a MatMul each
 			c.MatMul(dst[i], x, w[i])
 		}
@@ -303,16 +311,26 @@ func (c *CPU) MatMuls(dst []*Tensor, x *Tensor, w []*Tensor) {
 	c.mmd, c.mmw = [4][]float32{}, [4]*cpu.Weight{}
 }
 
+// blockWeight reports whether t runs on block kernels ([cpu.MXFP4],
+// [cpu.KQuant]), which have no fused or several-row form.
+func blockWeight(t *Tensor) bool {
+	switch t.Buf.(type) {
+	case *cpu.MXFP4, *cpu.KQuant:
+		return true
+	}
+	return false
+}
+
 // MatVecs is MatMuls with every row computed as a one-row call computes it
-// (see [MatVecser] and [cpu.Pool.MatVecs]). MXFP4 and GGUF block weights,
-// whose kernels have no such form, run a one-row MatMul per row.
+// (see [MatVecser] and [cpu.Pool.MatVecs]). MXFP4 and GGUF block weights run
+// as stored, whose kernels have no such form, run a one-row MatMul per row.
 func (c *CPU) MatVecs(dst []*Tensor, x *Tensor, w []*Tensor) {
 	L := x.NumRows()
 	if L == 1 {
 		c.MatMuls(dst, x, w)
 		return
 	}
-	if len(dst) == len(w) && slices.ContainsFunc(w, func(t *Tensor) bool { return t.DType == DTypeMXFP4 || t.DType.Block() }) {
+	if len(dst) == len(w) && slices.ContainsFunc(w, blockWeight) {
 		for i := range w {
 			for l := range L {
 				c.MatMul(dst[i].Rows(l, l+1), x.Rows(l, l+1), w[i])

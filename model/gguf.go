@@ -841,6 +841,10 @@ func estimateGGUF(path string, o Options, so SessionOptions) (weights, session i
 		bits, group, ok := gguf.AffineBits(t.Type)
 		_, native := ggufNative[t.Type]
 		switch {
+		case native && len(t.Dims) == 2 && group == 32 && (bits == 4 || bits == 8):
+			// Q4_0, Q8_0: the CPU backend's affine form, codes and an f16
+			// scale and bias a block (cpu.PrepareKQuant), not smaller as stored
+			weights += int64(rows) * int64(cols) * int64(bits*group+32) / int64(8*group)
 		case native && len(t.Dims) == 2: // the blocks as stored
 			weights += int64(len(t.Data))
 		case ok && len(t.Dims) == 2:

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ingot-llm/ingot/gguf"
 	"github.com/ingot-llm/ingot/kernels"
+	"github.com/ingot-llm/ingot/kernels/cpu"
 )
 
 // ggufDir is the GGUF oracle data beside the checkout (see its README.md).
@@ -156,9 +157,6 @@ func checkGGUFNative(t *testing.T, m *Model, path string) {
 	allNative, checked := true, 0
 	var fileBytes int64
 	for _, tt := range f.Tensors {
-		if tt.Name != "rope_freqs.weight" {
-			fileBytes += int64(len(tt.Data))
-		}
 		dt, native := ggufNative[tt.Type]
 		allNative = allNative && (native || tt.Type.BlockSize() == 1)
 		var got *kernels.Tensor
@@ -177,20 +175,41 @@ func checkGGUFNative(t *testing.T, m *Model, path string) {
 			got = map[string]*kernels.Tensor{"attn_q.weight": ly.wq, "attn_k.weight": ly.wk, "attn_v.weight": ly.wv,
 				"attn_output.weight": ly.wo, "ffn_gate.weight": ly.gate, "ffn_up.weight": ly.up, "ffn_down.weight": ly.down}[suffix]
 		}
+		b := int64(len(tt.Data))
+		if w, ok := bufOf(got).(*cpu.Weight); ok && native {
+			// Q4_0, Q8_0 as the affine weights they are (cpu.PrepareKQuant):
+			// the codes, then an f16 scale and bias a 32-element block
+			bits := map[gguf.Type]int{gguf.TypeQ4_0: 4, gguf.TypeQ8_0: 8}[tt.Type]
+			if bits == 0 || w.Format != cpu.FormatQ || w.Q.Bits != bits || w.Q.GroupSize != 32 {
+				t.Errorf("%s (%s) loaded as a %v weight", tt.Name, tt.Type, w.Format)
+			}
+			b = int64(w.N) * int64(w.K) * int64(bits*32+32) / (8 * 32)
+		}
+		if tt.Name != "rope_freqs.weight" {
+			fileBytes += b
+		}
 		if got == nil || !native {
 			continue
 		}
 		checked++
 		if got.DType != dt {
-			t.Errorf("%s (%s) loaded as %s, want %s (the blocks as stored)", tt.Name, tt.Type, got.DType, dt)
+			t.Errorf("%s (%s) loaded as %s, want %s (the file's block type)", tt.Name, tt.Type, got.DType, dt)
 		}
 	}
 	if allNative && m.WeightBytes() != fileBytes {
-		t.Errorf("WeightBytes %d, want the file's %d tensor bytes", m.WeightBytes(), fileBytes)
+		t.Errorf("WeightBytes %d, want the file's %d tensor bytes (Q4_0 and Q8_0 in the CPU's affine form)", m.WeightBytes(), fileBytes)
 	}
 	if testing.Verbose() {
 		t.Logf("%d native matrices; weight bytes %d (file tensors %d)", checked, m.WeightBytes(), fileBytes)
 	}
+}
+
+// bufOf returns t's backend buffer, or nil for a nil t.
+func bufOf(t *kernels.Tensor) any {
+	if t == nil {
+		return nil
+	}
+	return t.Buf
 }
 
 // TestGGUFAffineKernels checks that the backend (cpu, or INGOT_TEST_BACKEND)
