@@ -39,7 +39,7 @@ type Metal struct {
 	nv        *nvTable                                         // the (scale, bias) pairs Upload made for shapeNVIDIA, shared with the streams
 	nvGeom    func(dt DType, rows, K int) (laneShift, nsg int) // tests: a fixed geometry instead of nvGeom's
 	nvNoStage bool                                             // tests: the matvec_*_nv kernels that read x from device memory
-	nvFloat   bool                                             // the float matvec_*_nv kernels, not the _nvi ones (INGOT_NV_INT=0; tests)
+	nvInt     nvIntMode                                        // where the _nvi mat-vecs run (INGOT_NV_INT; tests)
 	nvQX      metal.Buffer                                     // quantx's output, grown on demand
 	noV16     bool                                             // tests: matvec_q4/q8_f32 instead of their _v16 forms
 	pipes     map[string]metal.Pipeline
@@ -126,7 +126,7 @@ func NewMetal(dev metal.Device) (*Metal, error) {
 		return nil, fmt.Errorf("kernels: metal: nil device")
 	}
 	m := &Metal{dev: dev, pipes: map[string]metal.Pipeline{}, shape: shapeOf(dev), nv: &nvTable{by: map[metal.Buffer][]nvPairs{}}, rows: 1,
-		nvFloat: os.Getenv("INGOT_NV_INT") == "0"}
+		nvInt: nvIntFromEnv(os.Getenv("INGOT_NV_INT"))}
 	if w, ok := dev.(metal.WorkLimiter); ok {
 		m.workLimit = w.CommandBufferWork()
 	}
@@ -148,7 +148,7 @@ func (m *Metal) NewStream() (Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.shape, s.nv, s.nvFloat = m.shape, m.nv, m.nvFloat // the kernels m's uploads were made for
+	s.shape, s.nv, s.nvInt = m.shape, m.nv, m.nvInt // the kernels m's uploads were made for
 	return s, nil
 }
 

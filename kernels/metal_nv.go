@@ -67,9 +67,7 @@ var matvecNVNames = [2][2][2][3]string{ // [GLU][staged x][q4, q8][pair type]
 // matvecNVINames are the integer-dot mat-vecs (matvec_nv.metal's _nvi
 // kernels), [GLU][q4, q8][pair type]: x quantized once per call by
 // quantx_<w>_f32 into three byte planes per 16-byte piece of codes (2⁻²⁴ of
-// the piece's absmax, f32 grade), then dp4a. They are the default on
-// NVIDIA-shaped backends; INGOT_NV_INT=0 (or Metal.nvFloat) selects the float
-// kernels above, which stay for A/B runs.
+// the piece's absmax, f32 grade), then dp4a. Where they run is nvIntMode's.
 var matvecNVINames = [2][2][3]string{
 	{
 		{"matvec_q4_f32_nvi_bf16sb", "matvec_q4_f32_nvi_f16sb", "matvec_q4_f32_nvi_f32sb"},
@@ -79,6 +77,35 @@ var matvecNVINames = [2][2][3]string{
 		{"matvec_q4_f32_nvi_bf16sb_glu", "matvec_q4_f32_nvi_f16sb_glu", "matvec_q4_f32_nvi_f32sb_glu"},
 		{"matvec_q8_f32_nvi_bf16sb_glu", "matvec_q8_f32_nvi_f16sb_glu", "matvec_q8_f32_nvi_f32sb_glu"},
 	},
+}
+
+// nvIntMode says where the NVIDIA-shaped backend runs the _nvi mat-vecs
+// instead of the float ones.
+//
+// On an H100 (2026-11-27, docs/perf/cuda.md) they took the same GPU time as
+// the float kernels wherever those stage x in threadgroup memory (q/k/v, o,
+// gate/up: the mat-vecs wait on memory, not on instructions) but 17.5 against
+// 26.7 µs on the 8B shape's q4 down projection, whose x (K = 14336) the float
+// kernel reads from device memory, one L1 wavefront per lane of a row; the
+// quantx launch before each costs ~2.5–5 µs, and q8 was slower in every
+// shape. So by default (nvIntAuto) they run q4 weights whose x is not staged.
+type nvIntMode uint8
+
+const (
+	nvIntAuto   nvIntMode = iota // q4 weights whose x the float kernels cannot stage
+	nvIntAlways                  // INGOT_NV_INT=1: every weight matvec_*_nv takes
+	nvIntNever                   // INGOT_NV_INT=0: the float kernels only
+)
+
+// nvIntFromEnv maps INGOT_NV_INT's value to a mode (anything else: auto).
+func nvIntFromEnv(v string) nvIntMode {
+	switch v {
+	case "1":
+		return nvIntAlways
+	case "0":
+		return nvIntNever
+	}
+	return nvIntAuto
 }
 
 // quantXBytes is the size of quantx's output for K columns of bits-wide codes
@@ -358,7 +385,7 @@ func (m *Metal) matvecNV(dst []*Tensor, x *Tensor, w []*Tensor, glu bool, act Ac
 	stage := x.Off%16 == 0 && xsBytes <= nvStageBytes && !m.nvNoStage
 	var qx metal.Buffer // the _nvi kernels' quantized x: planes, then metadata at metaOff
 	metaOff := 0
-	if !m.nvFloat {
+	if m.nvInt == nvIntAlways || m.nvInt == nvIntAuto && q == 0 && !stage {
 		qx, metaOff = m.quantX(x, K, q)
 		if qx == nil {
 			return true // the error is recorded

@@ -11,3 +11,7 @@ func NewMetalNV(dev metal.Device) (*Metal, error) {
 	}
 	return m, err
 }
+
+// NVIntAlways makes m run the integer-dot mat-vecs (matvec_*_nvi) wherever
+// the NVIDIA-shaped float ones would run, as INGOT_NV_INT=1 does.
+func NVIntAlways(m *Metal) { m.nvInt = nvIntAlways }

@@ -70,7 +70,8 @@ func metalEmuNV(t *testing.T) (kernels.Backend, *pipeRecorder) {
 
 // TestMetalTinycodeNV runs the trained tiny model's MLX q4 and q8 copies with
 // the NVIDIA-shaped mat-vecs (fused q/k/v and gate/up, lm_head on the tied
-// embedding table): prompt logits within 1e-3 of transformers, greedy
+// embedding table; q4 on the integer-dot ones, q8 on the float ones): prompt
+// logits within 1e-3 of transformers, greedy
 // continuations equal to transformers' ids and, for a longer one, to the exact
 // CPU reference's.
 func TestMetalTinycodeNV(t *testing.T) {
@@ -78,9 +79,12 @@ func TestMetalTinycodeNV(t *testing.T) {
 	if testing.Short() {
 		tokens, long = 8, 12
 	}
-	for _, c := range []struct{ name, nv, apple string }{
-		{"tinycode-llama-q4", "matvec_q4_f32_nvi_bf16sb", "matvec_q4_f32"},
-		{"tinycode-llama-q8", "matvec_q8_f32_nvi_bf16sb", "matvec_q8_f32"},
+	for _, c := range []struct {
+		name, nv, apple string
+		always          bool // the integer-dot mat-vecs everywhere (INGOT_NV_INT=1)
+	}{
+		{"tinycode-llama-q4", "matvec_q4_f32_nvi_bf16sb", "matvec_q4_f32", true},
+		{"tinycode-llama-q8", "matvec_q8_f32_nv_bf16sb_xs", "matvec_q8_f32", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := filepath.Join(refDir, c.name)
@@ -93,6 +97,9 @@ func TestMetalTinycodeNV(t *testing.T) {
 				t.Fatal(err)
 			}
 			be, rec := metalEmuNV(t)
+			if c.always {
+				kernels.NVIntAlways(be.(*kernels.Metal))
+			}
 			m := load(t, dir, be)
 			logits, err := m.Forward(context.Background(), ref.Logits.InputIDs)
 			if err != nil {

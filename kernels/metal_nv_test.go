@@ -141,8 +141,9 @@ var nvForms = []nvForm{{"int", false, false}, {"staged", true, false}, {"unstage
 
 // set makes f m's form; launches is what one mat-vec launch of the form costs.
 func (f nvForm) set(m *Metal) (launches int64) {
-	m.nvFloat, m.nvNoStage = f.float, f.noStage
+	m.nvInt, m.nvNoStage = nvIntAlways, f.noStage
 	if f.float {
+		m.nvInt = nvIntNever
 		return 1
 	}
 	return 2
@@ -176,7 +177,7 @@ func TestMetalMatVecNV(t *testing.T) {
 			})
 		}
 	}
-	nvForms[0].set(m)
+	m.nvInt, m.nvNoStage = nvIntAuto, false
 	t.Logf("worst error %.3g·2⁻²⁴·Σ|x|(2^b|s|+|b|)", worst)
 	for _, name := range []string{"matvec_q4_f32_nv_bf16sb", "matvec_q4_f32_nv_bf16sb_xs", "matvec_q8_f32_nv_f32sb", "matvec_q8_f32_nv_f32sb_xs",
 		"quantx_q4_f32", "quantx_q8_f32", "matvec_q4_f32_nvi_bf16sb", "matvec_q4_f32_nvi_f16sb", "matvec_q8_f32_nvi_f32sb"} {
@@ -296,6 +297,40 @@ func TestMetalMatVecNVIExtremes(t *testing.T) {
 	}
 }
 
+// TestMetalMatVecNVIntAuto: by default the integer-dot kernels run only q4
+// weights whose x the float kernels would not stage (K > 6144, or x not on a
+// 16-byte boundary), where they measured faster (nvIntMode).
+func TestMetalMatVecNVIntAuto(t *testing.T) {
+	m := testMetalNV(t)
+	for _, c := range []struct {
+		dt   DType
+		K    int
+		off  int // x's first column in its buffer
+		want string
+	}{
+		{DTypeQ4, 6144, 0, "matvec_q4_f32_nv_bf16sb_xs"},
+		{DTypeQ4, 6400, 0, "matvec_q4_f32_nvi_bf16sb"},
+		{DTypeQ4, 256, 1, "matvec_q4_f32_nvi_bf16sb"},
+		{DTypeQ8, 6400, 0, "matvec_q8_f32_nv_bf16sb"},
+	} {
+		hw := hostQuantSB(c.dt, 8, c.K, 64, sbBF16, 1)
+		w, err := m.Upload(hw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := randn(c.K+c.off, 2)
+		xd := put(m, x, 1, c.K+c.off)
+		xv := &Tensor{DType: DTypeF32, Shape: []int{1, c.K}, Buf: xd.Buf, Off: xd.Off + 4*c.off}
+		y := put(m, nan(8), 1, 8)
+		m.MatMul(y, xv, w)
+		if m.last != c.want {
+			t.Errorf("%s K=%d, x at column %d: ran %s, want %s", c.dt, c.K, c.off, m.last, c.want)
+		}
+		want, scale := affineRef(hw, x[c.off:])
+		checkNV(t, get(t, m, y), want, scale)
+	}
+}
+
 // quantSlack returns, per row of the affine host weight w, the bound of the
 // _nvi kernels' x rounding: Σ over pieces of P columns of |s|·Σ|q − c|·dx/2,
 // dx = amax/MVNI_TMAX of the piece (with 10⁻⁴ of room for dx's own rounding).
@@ -395,7 +430,7 @@ func TestMetalMatMulsNV(t *testing.T) {
 			})
 		}
 	}
-	nvForms[0].set(m)
+	m.nvInt = nvIntAuto
 }
 
 // TestMetalMatMulGLUNV runs MatMulGLU's one-launch kernel (matvec_*_nv_*_glu)
@@ -464,7 +499,7 @@ func TestMetalMatMulGLUNV(t *testing.T) {
 		}
 	}
 	m.nvGeom = nil
-	nvForms[0].set(m)
+	m.nvInt, m.nvNoStage = nvIntAuto, false
 	if m.pipes["matvec_q4_f32_nv_bf16sb_xs_glu"] == nil || m.pipes["matvec_q8_f32_nv_f16sb_glu"] == nil ||
 		m.pipes["matvec_q4_f32_nvi_bf16sb_glu"] == nil || m.pipes["matvec_q8_f32_nvi_f32sb_glu"] == nil {
 		t.Error("the _glu kernels never ran")
