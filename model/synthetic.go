@@ -50,6 +50,16 @@ func ShapeNames() []string {
 	return s
 }
 
+// ShapeConfig returns the config.json of a named shape (see [ShapeNames]): the
+// fields that set a token's cost, as Synthetic uses them.
+func ShapeConfig(shape string) ([]byte, error) {
+	js, ok := shapes[shape]
+	if !ok {
+		return nil, fmt.Errorf("model: unknown shape %q (known: %s)", shape, strings.Join(ShapeNames(), ", "))
+	}
+	return []byte(js), nil
+}
+
 // Synthetic returns a model with the named real shape (see [ShapeNames]) and
 // deterministic random weights made in memory, stored as dt (f32, f16, bf16 or an
 // affine type with group 64). It exists for benchmarks: its outputs mean nothing.
