@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,15 +46,23 @@ type Result struct {
 	// kernel tests (see kernels.go): tok_s is calls per second
 	USPerCall    float64 `json:"us_per_call,omitempty"`
 	GPUUSPerCall float64 `json:"gpu_us_per_call,omitempty"` // from GPU timestamps (Metal)
+
+	// the load test (see loadRow)
+	LoadS      float64 `json:"load_s,omitempty"`          // model.Load (or model.Synthetic) to its return
+	ReadyS     float64 `json:"ready_s,omitempty"`         // load_s, then a 16-token session and one decoded token
+	PeakRSS    int64   `json:"peak_rss_bytes,omitempty"`  // the process's peak resident set over the load and that token
+	PeakRSSSrc string  `json:"peak_rss_source,omitempty"` // where peak_rss_bytes comes from: VmHWM (Linux, reset before loading), ru_maxrss (other Unix: since the process began); absent where not measured
 }
 
 // test is "pp512" (prefill 512 tokens), "tg128" (decode 128 tokens one by
 // one), either after a context of depth tokens ("tg128@d1024", as llama-bench's
-// -d), or a kernel test (see kernels.go: mv, mvc, mvf, mm512, norm, rope, attn512).
+// -d), a kernel test (see kernels.go: mv, mvc, mvf, mm512, norm, rope, attn512),
+// or "load" (see loadRow).
 type test struct {
 	name    string
 	prefill bool
 	kernel  bool
+	load    bool
 	n       int
 	depth   int
 }
@@ -66,13 +75,16 @@ func parseTests(s string) ([]test, error) {
 		case "mv", "mvc", "mvf", "norm", "rope":
 			ts = append(ts, test{name: f, kernel: true})
 			continue
+		case "load":
+			ts = append(ts, test{name: f, load: true})
+			continue
 		}
 		spec, depth, deep := strings.Cut(f, "@d")
 		num := strings.TrimLeft(spec, "abcdefghijklmnopqrstuvwxyz")
 		kind := spec[:len(spec)-len(num)]
 		n, err := strconv.Atoi(num)
 		if err != nil || n <= 0 {
-			return nil, fmt.Errorf("-test %q: want ppN, tgN, mv, mvc, mvf, mmN, norm, rope or attnN with N > 0", f)
+			return nil, fmt.Errorf("-test %q: want ppN, tgN, mv, mvc, mvf, mmN, norm, rope, attnN with N > 0, or load", f)
 		}
 		d := 0
 		if deep {
@@ -86,7 +98,7 @@ func parseTests(s string) ([]test, error) {
 		case "mm", "attn":
 			ts = append(ts, test{name: f, kernel: true, n: n})
 		default:
-			return nil, fmt.Errorf("-test %q: want ppN, tgN, mv, mvc, mvf, mmN, norm, rope or attnN", f)
+			return nil, fmt.Errorf("-test %q: want ppN, tgN, mv, mvc, mvf, mmN, norm, rope, attnN or load", f)
 		}
 	}
 	return ts, nil
@@ -100,7 +112,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("model", "", "model directory (default: a synthetic model, see -shape)")
 	shape := fs.String("shape", "llama-3.2-1b", "synthetic model shape: "+strings.Join(model.ShapeNames(), ", "))
 	dtype := fs.String("dtype", "", "weights: q4, q8, bf16, f16 or f32 (default: q4 for a synthetic model; with -model: as stored, or q4/q8 quantizes on load)")
-	tests := fs.String("test", "pp512,tg128", "comma-separated tests: ppN (prefill N tokens), tgN (decode N tokens), either with @dM after a context of M tokens (tg128@d1024); kernels: mv (mat-vecs), mvc (mat-vecs with the weights in cache), mvf (q/k/v and gate/up mat-vecs, one call each), mmN (mat-mats at L=N), norm, rope, attnN (decode attention over N positions)")
+	tests := fs.String("test", "pp512,tg128", "comma-separated tests: ppN (prefill N tokens), tgN (decode N tokens), either with @dM after a context of M tokens (tg128@d1024); kernels: mv (mat-vecs), mvc (mat-vecs with the weights in cache), mvf (q/k/v and gate/up mat-vecs, one call each), mmN (mat-mats at L=N), norm, rope, attnN (decode attention over N positions); load (seconds to a loaded and to a ready model, and peak RSS)")
 	threads := fs.Int("threads", 0, "CPU threads (0: all physical cores)")
 	reps := fs.Int("reps", 3, "repetitions per test")
 	backend := fs.String("backend", "cpu", "backend: cpu, metal, metal-emu (the MSL interpreter: slow) or auto")
@@ -172,6 +184,10 @@ func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int
 	defer b.Close()
 	o := model.Options{Backend: b}
 	progress(stderr, "loading %s", nameOf(dir, shape))
+	var lt loadTimer
+	if slices.ContainsFunc(ts, func(t test) bool { return t.load }) {
+		lt.start()
+	}
 	var m *model.Model
 	if dir != "" {
 		if dt.Quantized() && !asStored {
@@ -185,17 +201,29 @@ func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int
 		return err
 	}
 	defer m.Close()
-	sess, err := m.NewSession(model.SessionOptions{Context: ctxLen, Batch: maxPP, KV: kvt})
-	if err != nil {
-		return err
-	}
+	lt.loaded()
 	switch {
 	case m.GGUFTypes != "" && (asStored || !dt.Quantized()):
 		dtype = m.GGUFTypes // "Q4_K×129 Q6_K×33 F32×65"
 	case m.GGUFTypes != "": // only float matrices are quantized on load
 		dtype += " on load; " + m.GGUFTypes
 	case dir != "" && (asStored || !dt.Quantized()):
-		dtype = m.Config.DType + m.Config.TorchDType // as stored
+		dtype = storedDType(m.Config)
+	}
+	var load Result
+	if lt.on {
+		if load, err = lt.ready(ctx, m, kvt); err != nil {
+			return err
+		}
+		load.Model, load.DType, load.Backend, load.Threads, load.Test, load.Reps = nameOf(dir, shape), dtype, b.Name(), threads, "load", 1
+		load.WeightBytes, load.KV = m.WeightBytes(), kv
+	}
+	if !slices.ContainsFunc(ts, func(t test) bool { return !t.load }) {
+		return printResults([]Result{load}, asJSON, stdout, stderr)
+	}
+	sess, err := m.NewSession(model.SessionOptions{Context: ctxLen, Batch: maxPP, KV: kvt})
+	if err != nil {
+		return err
 	}
 	// The probe reads host memory: it bounds the CPU backend's decode, not a
 	// GPU's (their rows leave the bandwidth columns empty).
@@ -210,6 +238,10 @@ func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int
 	rng := rand.New(rand.NewPCG(seed, 7))
 	var results []Result
 	for _, t := range ts {
+		if t.load {
+			results = append(results, load)
+			continue
+		}
 		if t.kernel {
 			rs, err := runKernels(ctx, b, m.Config, dt, kvt, dtype, nameOf(dir, shape), t, threads, reps, probe, seed, stderr)
 			if err != nil {
@@ -297,20 +329,33 @@ func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int
 		res.BWFraction = res.GBs / res.BandwidthGB
 		results = append(results, res)
 	}
-	fmt.Fprint(stderr, "\r\033[K")
 	for i := range results {
 		if r := &results[i]; probe == nil {
 			r.BandwidthGB, r.BWFraction = 0, 0
 		}
 	}
+	return printResults(results, asJSON, stdout, stderr)
+}
+
+// printResults writes the rows as a JSON array or as tables: one of the
+// throughput and kernel rows, then one of the load rows.
+func printResults(results []Result, asJSON bool, stdout, stderr io.Writer) error {
+	fmt.Fprint(stderr, "\r\033[K")
 	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(results)
 	}
+	var loads []Result
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(w, "model\tdtype\tkv\tbackend\tthreads\ttest\ttok/s\tGB/s\tbandwidth GB/s\t%% of it\tGFLOP/s\t\n")
+	if slices.ContainsFunc(results, func(r Result) bool { return r.Test != "load" }) {
+		fmt.Fprintf(w, "model\tdtype\tkv\tbackend\tthreads\ttest\ttok/s\tGB/s\tbandwidth GB/s\t%% of it\tGFLOP/s\t\n")
+	}
 	for _, r := range results {
+		if r.Test == "load" {
+			loads = append(loads, r)
+			continue
+		}
 		if r.USPerCall > 0 {
 			us := fmt.Sprintf("%.1f µs", r.USPerCall)
 			if r.GPUUSPerCall > 0 {
@@ -321,7 +366,82 @@ func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%.2f ± %.2f\t%.1f\t%s\t%.1f\t\n", r.Model, r.DType, r.KV, r.Backend, r.Threads, r.Test, r.TokS, r.TokSSD, r.GBs, bwCols(r), r.GFLOPs)
 	}
+	if err := w.Flush(); err != nil || len(loads) == 0 {
+		return err
+	}
+	if len(loads) < len(results) {
+		fmt.Fprintln(stdout)
+	}
+	w = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(w, "model\tdtype\tbackend\tthreads\ttest\tloaded s\tready s\tweights GB\tpeak RSS GB\t\n")
+	for _, r := range loads {
+		rss := "-"
+		if r.PeakRSS > 0 {
+			rss = fmt.Sprintf("%.2f (%s)", float64(r.PeakRSS)/1e9, r.PeakRSSSrc)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%.2f\t%.2f\t%.2f\t%s\t\n", r.Model, r.DType, r.Backend, r.Threads, r.Test, r.LoadS, r.ReadyS, float64(r.WeightBytes)/1e9, rss)
+	}
 	return w.Flush()
+}
+
+// loadTimer times the load test: [model.Load] (or [model.Synthetic]) to its
+// return, then to a model ready to decode, and the process's peak resident set
+// over both. The bench loads before it does anything else, so the peak is the
+// load's: on Linux it is reset just before (the Go heap returned to the system
+// first); elsewhere it is the process's since it began.
+type loadTimer struct {
+	on        bool
+	t0        time.Time
+	loadS     float64
+	fromReset bool
+}
+
+func (lt *loadTimer) start() {
+	lt.on = true
+	debug.FreeOSMemory()
+	lt.fromReset = resetPeakRSS()
+	lt.t0 = time.Now()
+}
+
+func (lt *loadTimer) loaded() {
+	if lt.on {
+		lt.loadS = time.Since(lt.t0).Seconds()
+	}
+}
+
+// ready opens a 16-token session on m, decodes one token and closes it (work a
+// backend defers to first use counts), and returns the load row's figures.
+func (lt *loadTimer) ready(ctx context.Context, m *model.Model, kv kernels.DType) (Result, error) {
+	s, err := m.NewSession(model.SessionOptions{Context: 16, Batch: 1, KV: kv})
+	if err != nil {
+		return Result{}, err
+	}
+	_, err = s.Forward(ctx, []int32{0})
+	if cerr := s.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	r := Result{LoadS: lt.loadS, ReadyS: time.Since(lt.t0).Seconds()}
+	r.PeakRSS, r.PeakRSSSrc = peakRSS()
+	return r, nil
+}
+
+// storedDType names a directory's weights as stored: MLX quantization's
+// bits ("q4") where config.json has it, else its dtype or torch_dtype.
+func storedDType(c *model.Config) string {
+	var q struct {
+		Bits int    `json:"bits"`
+		Mode string `json:"mode"`
+	}
+	if json.Unmarshal(c.Quantization, &q) == nil && q.Bits > 0 {
+		if q.Mode != "" && q.Mode != "affine" {
+			return q.Mode
+		}
+		return fmt.Sprintf("q%d", q.Bits)
+	}
+	return c.DType + c.TorchDType
 }
 
 func nameOf(dir, shape string) string {

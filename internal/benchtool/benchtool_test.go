@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -80,7 +82,11 @@ func TestParseTests(t *testing.T) {
 	if err != nil || len(ts) != 2 || ts[0].n != 128 || ts[0].depth != 1024 || ts[0].name != "tg128@d1024" || !ts[1].prefill || ts[1].depth != 7 {
 		t.Errorf("parseTests with depth: %v %v", ts, err)
 	}
-	for _, bad := range []string{"", "pp", "xx12", "tg0", "pp-1", "mm", "attn", "mv3", "norm2", "tg8@d0", "tg8@d", "tg8@dx", "mm8@d4", "tg8@4"} {
+	ts, err = parseTests("load,tg8")
+	if err != nil || len(ts) != 2 || !ts[0].load || ts[0].kernel || ts[0].prefill || ts[1].load {
+		t.Errorf("parseTests load: %v %v", ts, err)
+	}
+	for _, bad := range []string{"", "pp", "xx12", "tg0", "pp-1", "mm", "attn", "mv3", "norm2", "tg8@d0", "tg8@d", "tg8@dx", "mm8@d4", "tg8@4", "load2", "load@d4"} {
 		if _, err := parseTests(bad); err == nil {
 			t.Errorf("parseTests(%q) succeeded", bad)
 		}
@@ -163,5 +169,43 @@ func TestGGUFAsStored(t *testing.T) {
 	f16, q8 := row("llama-F16/model.gguf"), row("llama-F16/model.gguf", "-dtype", "q8")
 	if !strings.Contains(f16.DType, "F16") || !strings.HasPrefix(q8.DType, "q8 on load; ") || q8.WeightBytes >= f16.WeightBytes {
 		t.Errorf("F16 file: as stored %q (%d weight bytes), -dtype q8 %q (%d)", f16.DType, f16.WeightBytes, q8.DType, q8.WeightBytes)
+	}
+}
+
+// TestLoadRow runs the load test on a synthetic model and on an MLX q4
+// directory quantized on load to q8: both rows time the load and a ready
+// model, and on Linux the peak RSS (VmHWM, reset before the load) holds at
+// least the weights.
+func TestLoadRow(t *testing.T) {
+	for _, args := range [][]string{
+		{"-shape", "qwen2.5-0.5b", "-dtype", "q4"},
+		{"-model", "../../../shared/testdata/ref/tinycode-llama-q4"},
+		{"-model", "../../../shared/testdata/ref/llama3-f16", "-dtype", "q8"},
+	} {
+		var out, errb bytes.Buffer
+		if code := Main(context.Background(), append(args, "-test", "load", "-threads", "2", "-json"), &out, &errb); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errb.String())
+		}
+		var rs []Result
+		if err := json.Unmarshal(out.Bytes(), &rs); err != nil || len(rs) != 1 {
+			t.Fatalf("%v: %v: %s", args, err, out.String())
+		}
+		r := rs[0]
+		if r.Test != "load" || !(r.LoadS > 0) || r.ReadyS < r.LoadS || r.WeightBytes <= 0 {
+			t.Errorf("%v: row %+v: want load_s > 0, ready_s ≥ load_s and the weights' bytes", args, r)
+		}
+		if args[0] == "-model" && r.DType != map[string]string{"tinycode-llama-q4": "q4", "llama3-f16": "q8"}[filepath.Base(args[1])] {
+			t.Errorf("%v: dtype %q", args, r.DType)
+		}
+		if runtime.GOOS == "linux" && (r.PeakRSSSrc != "VmHWM" || r.PeakRSS < r.WeightBytes) {
+			t.Errorf("%v: peak RSS %d bytes (%q), want VmHWM of at least the %d weight bytes", args, r.PeakRSS, r.PeakRSSSrc, r.WeightBytes)
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := Main(context.Background(), []string{"-shape", "qwen2.5-0.5b", "-test", "tg2,load", "-reps", "1", "-threads", "2"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if s := out.String(); !strings.Contains(s, "tok/s") || !strings.Contains(s, "peak RSS GB") || !strings.Contains(s, " load ") {
+		t.Errorf("table lacks the throughput or the load table:\n%s", s)
 	}
 }

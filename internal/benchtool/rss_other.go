@@ -1,0 +1,10 @@
+//go:build !unix
+
+package benchtool
+
+// resetPeakRSS does nothing here.
+func resetPeakRSS() bool { return false }
+
+// peakRSS is not measured on this system (Windows, Plan 9, wasm): the load
+// row leaves it empty.
+func peakRSS() (int64, string) { return 0, "" }
