@@ -42,6 +42,7 @@ type Metal struct {
 	nvInt     nvIntMode                                        // where the _nvi mat-vecs run (INGOT_NV_INT; tests)
 	nvQX      metal.Buffer                                     // quantx's output, grown on demand
 	noV16     bool                                             // tests: matvec_q4/q8_f32 instead of their _v16 forms
+	noMVB     bool                                             // tests: MatMul at 2 ≤ L ≤ 8 on the prefill tiles, as before the small-batch mat-vec
 	pipes     map[string]metal.Pipeline
 	bufs      []metal.Buffer // every buffer this backend made, released by Close
 	maps      []*mapping     // host regions wrapped by Map

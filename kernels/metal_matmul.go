@@ -214,7 +214,7 @@ func (m *Metal) MatMul(dst, x, w *Tensor) {
 		return
 	}
 	a := matvecArgs{K: uint32(K), N: uint32(N), GroupSize: uint32(w.GroupSize), L: uint32(L)}
-	if L >= 2 && L <= mvbMaxL && m.shape == shapeApple {
+	if L >= 2 && L <= mvbMaxL && m.shape == shapeApple && !m.noMVB {
 		if name := m.matvecBName(w, x, K); name != "" {
 			// (⌈N/8⌉, 1) threadgroups of 2 simdgroups, 4 weight rows each
 			// for all L tokens: the weights read once.
