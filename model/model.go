@@ -105,7 +105,7 @@ func Load(ctx context.Context, dir string, o Options) (*Model, error) {
 		files.Close()
 		return nil, err
 	}
-	l := &loader{files: files, quant: quant, used: map[string]bool{}}
+	l := &loader{files: files, quant: quant, used: map[string]bool{}, ctx: ctx}
 	if !l.has("model.embed_tokens.weight") && l.has("language_model.model.embed_tokens.weight") {
 		l.prefix = "language_model."
 	}
@@ -139,6 +139,15 @@ func build(cfg *Config, eos []int32, l *loader, o Options) (*Model, error) {
 	}
 	start := time.Now()
 	l.b = m.b
+	if l.ctx == nil {
+		l.ctx = context.Background()
+	}
+	if l.threads = o.Threads; l.threads == 0 {
+		l.threads = kernels.DefaultThreads()
+		if t, ok := m.b.(interface{ Threads() int }); ok {
+			l.threads = t.Threads()
+		}
+	}
 	if l.files != nil {
 		l.files.mapInto(m.b, m.log)
 	}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -328,33 +329,10 @@ func writeShard(ctx context.Context, path string, sh []planned, progress func(in
 	return f.Close()
 }
 
-// quantizeBlock is how many rows quantizeTensor converts and quantizes at a time.
-const quantizeBlock = 256
-
-// quantizeTensor quantizes a (rows, cols) float tensor with quantizeRows, a block
-// of rows at a time, and checks ctx between blocks: a cancelled run stops within
-// milliseconds even inside a large matrix (an 8B model's embedding alone takes
-// seconds), and only one block is held as float32.
+// quantizeTensor quantizes a (rows, cols) float tensor with quantizeStored on
+// every core, and stops within a block of rows when ctx is cancelled.
 func quantizeTensor(ctx context.Context, st *stTensor, bits, group int) (codes []uint32, scales, biases []uint16, err error) {
-	rows, cols := st.Shape[0], st.Shape[1]
-	codes = make([]uint32, 0, rows*cols*bits/32)
-	scales = make([]uint16, 0, rows*(cols/group))
-	biases = make([]uint16, 0, rows*(cols/group))
-	for r := 0; r < rows; r += quantizeBlock {
-		if err := ctx.Err(); err != nil {
-			return nil, nil, nil, err
-		}
-		n := min(quantizeBlock, rows-r)
-		rowBytes := len(st.Data) / rows
-		block := &stTensor{Name: st.Name, DType: st.DType, Shape: []int{n, cols}, Data: st.Data[r*rowBytes : (r+n)*rowBytes], File: st.File}
-		x, err := toF32(block)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		c, s, b := quantizeRows(x, n, cols, bits, group)
-		codes, scales, biases = append(codes, c...), append(scales, s...), append(biases, b...)
-	}
-	return codes, scales, biases, nil
+	return quantizeStored(ctx, st, st.Shape[0], st.Shape[1], bits, group, runtime.GOMAXPROCS(0), nil)
 }
 
 func u16Bytes(x []uint16) []byte {

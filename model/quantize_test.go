@@ -3,14 +3,19 @@ package model
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/ingot-llm/ingot/kernels/cpu"
@@ -279,4 +284,170 @@ func (c *cancelAfter) Err() error {
 		return context.Canceled
 	}
 	return nil
+}
+
+// quantizeRowsRef is quantizeRows as first written: one code at a time into
+// the bitstream, the spec packCodes's fast paths must match.
+func quantizeRowsRef(w []float32, rows, cols, bits, group int) (codes []uint32, scales, biases []uint16) {
+	words := cols * bits / 32
+	groups := cols / group
+	codes = make([]uint32, rows*words)
+	scales, biases = make([]uint16, rows*groups), make([]uint16, rows*groups)
+	maxQ := float32(int(1)<<bits - 1)
+	for r := range rows {
+		row, out := w[r*cols:(r+1)*cols], codes[r*words:(r+1)*words]
+		for g := range groups {
+			x := row[g*group : (g+1)*group]
+			lo, hi := x[0], x[0]
+			for _, v := range x {
+				lo, hi = min(lo, v), max(hi, v)
+			}
+			sb, bb := cpu.F32ToBF16((hi-lo)/maxQ), cpu.F32ToBF16(lo)
+			scales[r*groups+g], biases[r*groups+g] = sb, bb
+			s, b := cpu.BF16ToF32(sb), cpu.BF16ToF32(bb)
+			for j, v := range x {
+				var q float32
+				if s != 0 {
+					q = float32(math.RoundToEven(float64((v - b) / s)))
+				}
+				q = min(max(q, 0), maxQ)
+				bit := (g*group + j) * bits
+				out[bit/32] |= uint32(q) << (bit % 32)
+				if bit%32+bits > 32 {
+					out[bit/32+1] |= uint32(q) >> (32 - bit%32)
+				}
+			}
+		}
+	}
+	return codes, scales, biases
+}
+
+// quantTestMatrix is rows × cols of N(0, 1)-ish values with a constant group
+// (scale 0) and values on half steps (ties) in row 0.
+func quantTestMatrix(rows, cols int) []float32 {
+	r := rand.New(rand.NewPCG(5, 6))
+	w := make([]float32, rows*cols)
+	for i := range w {
+		w[i] = float32(r.NormFloat64())
+	}
+	for j := range min(cols, 32) {
+		w[j] = 0.25 // a constant group: scale 0
+	}
+	for j := 32; j < min(cols, 64); j++ {
+		w[j] = float32(j%4) * 0.5 // codes on exact halves of a step
+	}
+	return w
+}
+
+// TestQuantizeRowsPacking checks quantizeRows (its 4- and 8-bit packing fast
+// paths and the bitstream of the other widths) against quantizeRowsRef.
+func TestQuantizeRowsPacking(t *testing.T) {
+	for _, bits := range []int{2, 3, 4, 5, 6, 8} {
+		for _, group := range []int{32, 64, 128} {
+			rows, cols := 5, 3*group
+			w := quantTestMatrix(rows, cols)
+			c, s, b := quantizeRows(w, rows, cols, bits, group)
+			rc, rs, rb := quantizeRowsRef(w, rows, cols, bits, group)
+			if !slices.Equal(c, rc) || !slices.Equal(s, rs) || !slices.Equal(b, rb) {
+				t.Errorf("bits %d group %d: codes, scales or biases differ from quantizeRowsRef", bits, group)
+			}
+		}
+	}
+}
+
+// TestQuantizeStored quantizes stored f32, f16 and bf16 tensors (also at an odd
+// offset, as safetensors allows) in blocks on three goroutines: the same bits
+// as quantizeRows of the widened whole, and release is given every stored
+// byte once.
+func TestQuantizeStored(t *testing.T) {
+	const rows, cols = 3*quantizeBlock + 5, 256
+	w := quantTestMatrix(rows, cols)
+	for _, dt := range []string{"F32", "F16", "BF16"} {
+		for _, off := range []int{0, 1} {
+			size := map[string]int{"F32": 4, "F16": 2, "BF16": 2}[dt]
+			buf := make([]byte, off+rows*cols*size)
+			data := buf[off:]
+			for i, v := range w {
+				switch dt {
+				case "F32":
+					binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(v))
+				case "F16":
+					binary.LittleEndian.PutUint16(data[2*i:], cpu.F32ToF16(v))
+				case "BF16":
+					binary.LittleEndian.PutUint16(data[2*i:], cpu.F32ToBF16(v))
+				}
+			}
+			st := &stTensor{Name: "w.weight", DType: dt, Shape: []int{rows, cols}, Data: data}
+			x, _ := toF32(st)
+			for _, bits := range []int{3, 4, 8} {
+				var mu sync.Mutex
+				released := 0
+				c, s, b, err := quantizeStored(context.Background(), st, rows, cols, bits, 64, 3, func(p []byte) {
+					mu.Lock()
+					released += len(p)
+					mu.Unlock()
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				rc, rs, rb := quantizeRows(x, rows, cols, bits, 64)
+				if !slices.Equal(c, rc) || !slices.Equal(s, rs) || !slices.Equal(b, rb) {
+					t.Errorf("%s at offset %d, %d bits: differs from quantizeRows of the whole", dt, off, bits)
+				}
+				if released != len(data) {
+					t.Errorf("%s at offset %d, %d bits: released %d bytes, want %d", dt, off, bits, released, len(data))
+				}
+			}
+		}
+	}
+}
+
+// TestGroupRange checks groupRange against Go's min and max where they differ
+// from plain comparisons: NaNs and zeros of either sign, anywhere in a group.
+func TestGroupRange(t *testing.T) {
+	nan, negNaN, negZero := float32(math.NaN()), math.Float32frombits(0xffc00000), float32(math.Copysign(0, -1))
+	for _, x := range [][]float32{
+		{1, 2, 3, -4}, {0, negZero, 1}, {negZero, 0, 1}, {-1, 0, negZero}, {-1, negZero, 0},
+		{nan, 1, 2}, {1, nan, 2}, {1, 2, nan}, {1, negNaN, -2}, {float32(math.Inf(-1)), float32(math.Inf(1))},
+		{0, 0}, {negZero}, {5}, {3, 1, 2, -7, 9, 0.5, -0.25},
+	} {
+		lo, hi := groupRange(x)
+		wlo, whi := x[0], x[0]
+		for _, v := range x {
+			wlo, whi = min(wlo, v), max(whi, v)
+		}
+		if math.Float32bits(lo) != math.Float32bits(wlo) && !(lo != lo && wlo != wlo) ||
+			math.Float32bits(hi) != math.Float32bits(whi) && !(hi != hi && whi != whi) {
+			t.Errorf("groupRange(%v) = %v, %v; Go's min and max give %v, %v", x, lo, hi, wlo, whi)
+		}
+	}
+}
+
+// countdownCtx is a context whose Err reports context.Canceled from its nth
+// call on, safe for the concurrent calls of a parallel load.
+type countdownCtx struct {
+	context.Context
+	n atomic.Int64
+}
+
+func (c *countdownCtx) Err() error {
+	if c.n.Add(-1) < 0 {
+		return context.Canceled
+	}
+	return nil
+}
+
+// TestLoadQuantCancel cancels a load that quantizes on load once it has
+// started quantizing: Load returns context.Canceled after the matrices in
+// flight stop.
+func TestLoadQuantCancel(t *testing.T) {
+	ctx := &countdownCtx{Context: context.Background()}
+	ctx.n.Store(3)
+	m, err := Load(ctx, filepath.Join(refDir, "tinycode-llama"), Options{Threads: 2, Quant: 4})
+	if !errors.Is(err, context.Canceled) {
+		if m != nil {
+			m.Close()
+		}
+		t.Fatalf("Load with the context cancelled while quantizing: %v, want context.Canceled", err)
+	}
 }

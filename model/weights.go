@@ -1,6 +1,7 @@
 package model
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -114,17 +115,27 @@ func (q *quantConfig) forModule(module string) *quantConfig {
 // loader turns safetensors entries into uploaded tensors, checking names, dtypes
 // and shapes against the config. Errors name the HF tensor.
 type loader struct {
-	files  *weightFiles
-	b      kernels.Backend
-	quant  *quantConfig
-	prefix string       // "" or e.g. "language_model." (sanitized checkpoints)
-	inner  string       // "" or "language_model.", after "model." (Qwen3.5's multimodal checkpoints)
-	toQ    *quantConfig // quantize float matrices on load (Options.Quant); nil: keep them
-	synth  *synthetic   // make random weights instead of reading files (benchmarks)
-	used   map[string]bool
-	bytes  int64                  // weight bytes uploaded
-	fuse   map[string]*loraModule // an adapter to merge by module, removed as merged (Options.Fuse); nil: none
-	folded bool                   // norm weights are stored as applied (GGUF Gemma: the converter added the 1): vector adds none
+	files   *weightFiles
+	b       kernels.Backend
+	quant   *quantConfig
+	prefix  string       // "" or e.g. "language_model." (sanitized checkpoints)
+	inner   string       // "" or "language_model.", after "model." (Qwen3.5's multimodal checkpoints)
+	toQ     *quantConfig // quantize float matrices on load (Options.Quant); nil: keep them
+	synth   *synthetic   // make random weights instead of reading files (benchmarks)
+	used    map[string]bool
+	bytes   int64                  // weight bytes uploaded
+	fuse    map[string]*loraModule // an adapter to merge by module, removed as merged (Options.Fuse); nil: none
+	folded  bool                   // norm weights are stored as applied (GGUF Gemma: the converter added the 1): vector adds none
+	threads int                    // goroutines for quantizing on load
+	ctx     context.Context        // the load's: quantizing on load stops when it is done
+}
+
+// releaseFile drops the pages of b from memory where b views a mapped weight
+// file (see weightFiles.release).
+func (l *loader) releaseFile(b []byte) {
+	if l.files != nil {
+		l.files.release(b)
+	}
 }
 
 // full is the stored name of tensor name: with the checkpoint's prefix, or
@@ -209,9 +220,13 @@ func (l *loader) hostMatrix(module string, rows, cols int) (*kernels.Tensor, err
 	}
 	if q := l.toQ; q != nil && cols%q.GroupSize == 0 {
 		// mlx-lm quantizes every Linear and Embedding whose input width is a whole
-		// number of groups; so does ingot.
-		w, _ := toF32(st)
-		codes, sb, bb := quantizeRows(w, rows, cols, q.Bits, q.GroupSize)
+		// number of groups; so does ingot. The stored floats are read a block
+		// of rows at a time, and a mapped file's pages of each block leave
+		// memory once it is quantized.
+		codes, sb, bb, err := quantizeStored(l.ctx, st, rows, cols, q.Bits, q.GroupSize, l.threads, l.releaseFile)
+		if err != nil {
+			return nil, err
+		}
 		qdt, _ := kernels.QuantDType(q.Bits)
 		g := cols / q.GroupSize
 		return &kernels.Tensor{DType: qdt, Shape: []int{rows, cols}, Data: bytesOf(codes), GroupSize: q.GroupSize,
