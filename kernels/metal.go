@@ -37,7 +37,7 @@ type Metal struct {
 	ownDev    bool                                             // opened by Open: Close releases it
 	shape     kernelShape                                      // which shape of the hot kernels runs (see matvecNVNames); from the device
 	nv        *nvTable                                         // the (scale, bias) pairs Upload made for shapeNVIDIA, shared with the streams
-	nvGeom    func(dt DType, rows, K int) (laneShift, nsg int) // tests: a fixed geometry instead of nvGeom's
+	nvGeom    func(dt DType, rows, K int) (laneShift, nsg int) // a fixed geometry instead of nvGeom's (tests; INGOT_NV_GEOM)
 	nvNoStage bool                                             // tests: the matvec_*_nv kernels that read x from device memory
 	nvInt     nvIntMode                                        // where the _nvi mat-vecs run (INGOT_NV_INT; tests)
 	nvQX      metal.Buffer                                     // quantx's output, grown on demand
@@ -127,7 +127,7 @@ func NewMetal(dev metal.Device) (*Metal, error) {
 		return nil, fmt.Errorf("kernels: metal: nil device")
 	}
 	m := &Metal{dev: dev, pipes: map[string]metal.Pipeline{}, shape: shapeOf(dev), nv: &nvTable{by: map[metal.Buffer][]nvPairs{}}, rows: 1,
-		nvInt: nvIntFromEnv(os.Getenv("INGOT_NV_INT"))}
+		nvInt: nvIntFromEnv(os.Getenv("INGOT_NV_INT")), nvGeom: nvGeomFromEnv(os.Getenv("INGOT_NV_GEOM"))}
 	if w, ok := dev.(metal.WorkLimiter); ok {
 		m.workLimit = w.CommandBufferWork()
 	}
@@ -149,7 +149,7 @@ func (m *Metal) NewStream() (Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.shape, s.nv, s.nvInt = m.shape, m.nv, m.nvInt // the kernels m's uploads were made for
+	s.shape, s.nv, s.nvInt, s.nvGeom = m.shape, m.nv, m.nvInt, m.nvGeom // the kernels m's uploads were made for
 	return s, nil
 }
 

@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"fmt"
 	"math"
 	"math/bits"
 	"sync"
@@ -222,6 +223,18 @@ func nvGeom(dt DType, rows, K int) (laneShift, nsg int) {
 		nsg *= 2
 	}
 	return laneShift, nsg
+}
+
+// nvGeomFromEnv returns a fixed geometry for INGOT_NV_GEOM="lanes,simdgroups"
+// (lanes a row 1 … 32, a power of two; simdgroups 1 … 8), for retuning
+// nvGeom on a GPU without a new build, or nil (unset or malformed: nvGeom).
+func nvGeomFromEnv(v string) func(DType, int, int) (int, int) {
+	var lanes, nsg int
+	if _, err := fmt.Sscanf(v, "%d,%d", &lanes, &nsg); err != nil || lanes < 1 || lanes > 32 || lanes&(lanes-1) != 0 || nsg < 1 || nsg > 8 {
+		return nil
+	}
+	shift := bits.TrailingZeros(uint(lanes))
+	return func(DType, int, int) (int, int) { return shift, nsg }
 }
 
 // nvRowsPerTG is the rows of a matvec_*_nv threadgroup.

@@ -385,6 +385,24 @@ func TestMetalMatVecNVGeometry(t *testing.T) {
 	}
 }
 
+func TestNVGeomFromEnv(t *testing.T) {
+	for v, want := range map[string][2]int{"2,4": {1, 4}, "32,8": {5, 8}, "1,1": {0, 1}} {
+		g := nvGeomFromEnv(v)
+		if g == nil {
+			t.Errorf("%q: nil", v)
+			continue
+		}
+		if s, n := g(DTypeQ4, 1, 64); s != want[0] || n != want[1] {
+			t.Errorf("%q: lane shift %d, %d simdgroups; want %v", v, s, n, want)
+		}
+	}
+	for _, v := range []string{"", "3,4", "64,1", "4,0", "4,9", "x"} {
+		if nvGeomFromEnv(v) != nil {
+			t.Errorf("%q: a geometry, want none", v)
+		}
+	}
+}
+
 // TestMetalMatMulsNV fuses 2, 3 and 4 weights of different N into one launch
 // (q/k/v, gate/up), and falls back to one launch per weight when they differ
 // in group size.
