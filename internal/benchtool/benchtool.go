@@ -50,6 +50,7 @@ type Result struct {
 	// the load test (see loadRow)
 	LoadS      float64 `json:"load_s,omitempty"`          // model.Load (or model.Synthetic) to its return
 	ReadyS     float64 `json:"ready_s,omitempty"`         // load_s, then a 16-token session and one decoded token
+	CPUS       float64 `json:"cpu_s,omitempty"`           // the process's user+system CPU seconds over ready_s (Unix): on a shared machine, its own work
 	PeakRSS    int64   `json:"peak_rss_bytes,omitempty"`  // the process's peak resident set over the load and that token
 	PeakRSSSrc string  `json:"peak_rss_source,omitempty"` // where peak_rss_bytes comes from: VmHWM (Linux, reset before loading), ru_maxrss (other Unix: since the process began); absent where not measured
 }
@@ -373,13 +374,17 @@ func printResults(results []Result, asJSON bool, stdout, stderr io.Writer) error
 		fmt.Fprintln(stdout)
 	}
 	w = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(w, "model\tdtype\tbackend\tthreads\ttest\tloaded s\tready s\tweights GB\tpeak RSS GB\t\n")
+	fmt.Fprintf(w, "model\tdtype\tbackend\tthreads\ttest\tloaded s\tready s\tCPU s\tweights GB\tpeak RSS GB\t\n")
 	for _, r := range loads {
 		rss := "-"
 		if r.PeakRSS > 0 {
 			rss = fmt.Sprintf("%.2f (%s)", float64(r.PeakRSS)/1e9, r.PeakRSSSrc)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%.2f\t%.2f\t%.2f\t%s\t\n", r.Model, r.DType, r.Backend, r.Threads, r.Test, r.LoadS, r.ReadyS, float64(r.WeightBytes)/1e9, rss)
+		cpu := "-"
+		if r.CPUS > 0 {
+			cpu = fmt.Sprintf("%.2f", r.CPUS)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%.2f\t%.2f\t%s\t%.2f\t%s\t\n", r.Model, r.DType, r.Backend, r.Threads, r.Test, r.LoadS, r.ReadyS, cpu, float64(r.WeightBytes)/1e9, rss)
 	}
 	return w.Flush()
 }
@@ -392,6 +397,7 @@ func printResults(results []Result, asJSON bool, stdout, stderr io.Writer) error
 type loadTimer struct {
 	on        bool
 	t0        time.Time
+	cpu0      float64
 	loadS     float64
 	fromReset bool
 }
@@ -400,6 +406,7 @@ func (lt *loadTimer) start() {
 	lt.on = true
 	debug.FreeOSMemory()
 	lt.fromReset = resetPeakRSS()
+	lt.cpu0 = cpuTime()
 	lt.t0 = time.Now()
 }
 
@@ -424,7 +431,13 @@ func (lt *loadTimer) ready(ctx context.Context, m *model.Model, kv kernels.DType
 		return Result{}, err
 	}
 	r := Result{LoadS: lt.loadS, ReadyS: time.Since(lt.t0).Seconds()}
+	if c := cpuTime(); c > 0 {
+		r.CPUS = c - lt.cpu0
+	}
 	r.PeakRSS, r.PeakRSSSrc = peakRSS()
+	if r.PeakRSSSrc == "VmHWM" && !lt.fromReset {
+		r.PeakRSSSrc = "VmHWM since start" // clear_refs refused (before Linux 4.0, or a sandbox)
+	}
 	return r, nil
 }
 

@@ -197,6 +197,9 @@ func TestLoadRow(t *testing.T) {
 		if args[0] == "-model" && r.DType != map[string]string{"tinycode-llama-q4": "q4", "llama3-f16": "q8"}[filepath.Base(args[1])] {
 			t.Errorf("%v: dtype %q", args, r.DType)
 		}
+		if runtime.GOOS != "windows" && !(r.CPUS > 0) {
+			t.Errorf("%v: cpu_s = %v, want the load's CPU seconds", args, r.CPUS)
+		}
 		if runtime.GOOS == "linux" && (r.PeakRSSSrc != "VmHWM" || r.PeakRSS < r.WeightBytes) {
 			t.Errorf("%v: peak RSS %d bytes (%q), want VmHWM of at least the %d weight bytes", args, r.PeakRSS, r.PeakRSSSrc, r.WeightBytes)
 		}

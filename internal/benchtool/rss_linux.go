@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"strconv"
+	"syscall"
 )
 
 // resetPeakRSS sets the process's peak resident set (VmHWM) to its current
@@ -31,4 +32,14 @@ func peakRSS() (int64, string) {
 		}
 	}
 	return 0, ""
+}
+
+// cpuTime returns the process's user and system CPU time in seconds: on a
+// shared machine it counts this process's work, not the other processes' turns.
+func cpuTime() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }

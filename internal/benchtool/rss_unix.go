@@ -23,3 +23,12 @@ func peakRSS() (int64, string) {
 	}
 	return int64(ru.Maxrss) << 10, "ru_maxrss"
 }
+
+// cpuTime returns the process's user and system CPU time in seconds.
+func cpuTime() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
