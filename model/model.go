@@ -166,8 +166,19 @@ func build(cfg *Config, eos []int32, l *loader, o Options) (*Model, error) {
 		m.Close()
 		return nil, err
 	}
+	// The CPU backend's uploads (repacking each matrix) are safe to run at
+	// once, so matrices load on as many goroutines as the backend has threads
+	// while newLlama goes on. Synthetic weights come from one random stream in
+	// order, and an adapter is merged in order: those load in line.
+	if _, ok := m.b.(*kernels.CPU); ok && l.synth == nil && l.fuse == nil {
+		l.par = newLoadGroup(l.threads)
+	}
 	var err error
-	if m.net, err = newLlama(cfg, architectures[cfg.Arch()], l); err == nil {
+	m.net, err = newLlama(cfg, architectures[cfg.Arch()], l)
+	if werr := l.wait(); err == nil {
+		err = werr
+	}
+	if err == nil {
 		err = l.fusedAll()
 	}
 	if err != nil {

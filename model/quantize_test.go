@@ -451,3 +451,26 @@ func TestLoadQuantCancel(t *testing.T) {
 		t.Fatalf("Load with the context cancelled while quantizing: %v, want context.Canceled", err)
 	}
 }
+
+// TestLoadGroup: after a load fails, run starts nothing more and returns that
+// error, and wait returns it once the loads running are done.
+func TestLoadGroup(t *testing.T) {
+	g := newLoadGroup(2)
+	boom := errors.New("boom")
+	var done atomic.Int64
+	if err := g.run(func() error { done.Add(1); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.run(func() error { done.Add(1); return boom }); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.wait(); err != boom || done.Load() != 2 {
+		t.Fatalf("wait = %v after %d loads, want boom after 2", err, done.Load())
+	}
+	if err := g.run(func() error { done.Add(1); return nil }); err != boom {
+		t.Errorf("run after a failure = %v, want boom", err)
+	}
+	if err := g.wait(); err != boom || done.Load() != 2 {
+		t.Errorf("wait = %v after %d loads, want boom and no load started after the failure", err, done.Load())
+	}
+}

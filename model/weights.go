@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"github.com/ingot-llm/ingot/kernels"
@@ -128,6 +129,8 @@ type loader struct {
 	folded  bool                   // norm weights are stored as applied (GGUF Gemma: the converter added the 1): vector adds none
 	threads int                    // goroutines for quantizing on load
 	ctx     context.Context        // the load's: quantizing on load stops when it is done
+	par     *loadGroup             // where matrix runs the loads; nil: in line
+	mu      sync.Mutex             // guards bytes
 }
 
 // releaseFile drops the pages of b from memory where b views a mapped weight
@@ -165,20 +168,96 @@ func (l *loader) has(name string) bool {
 
 // matrix loads the (rows, cols) weight of a linear module or embedding, given its
 // module path ("model.layers.0.self_attn.q_proj"), as f32/f16/bf16 or MLX affine.
+// It checks the stored tensor at once; with l.par set the rest (quantizing on
+// load, the backend's upload) runs on l.par, and the tensor returned is filled
+// in by the time l.wait returns, which also returns that work's error.
 func (l *loader) matrix(module string, rows, cols int) (*kernels.Tensor, error) {
-	t, err := l.hostMatrix(module, rows, cols)
+	host, err := l.matrixSource(module, rows, cols)
 	if err != nil {
 		return nil, err
 	}
-	return l.upload(module+".weight", t)
+	name := module + ".weight"
+	if l.par == nil {
+		t, err := host()
+		if err != nil {
+			return nil, err
+		}
+		return l.upload(name, t)
+	}
+	dst := &kernels.Tensor{DType: kernels.DTypeF32, Shape: []int{rows, cols}} // filled in by the load
+	err = l.par.run(func() error {
+		t, err := host()
+		if err == nil {
+			t, err = l.upload(name, t)
+		}
+		if err == nil {
+			*dst = *t
+		}
+		return err
+	})
+	return dst, err
 }
 
+// wait waits for the matrices loading on l.par and returns the first error
+// one of them met.
+func (l *loader) wait() error {
+	if l.par == nil {
+		return nil
+	}
+	return l.par.wait()
+}
+
+// loadGroup runs matrix loads on at most n goroutines at a time, so that as
+// many matrices are in memory half-made as there are threads.
+type loadGroup struct {
+	slots chan struct{}
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	err   error
+}
+
+func newLoadGroup(n int) *loadGroup { return &loadGroup{slots: make(chan struct{}, max(n, 1))} }
+
+// run starts f once a slot is free, unless a load has failed: then it returns
+// that error and starts nothing.
+func (g *loadGroup) run(f func() error) error {
+	g.slots <- struct{}{}
+	g.mu.Lock()
+	err := g.err
+	g.mu.Unlock()
+	if err != nil {
+		<-g.slots
+		return err
+	}
+	g.wg.Go(func() {
+		defer func() { <-g.slots }()
+		if err := f(); err != nil {
+			g.mu.Lock()
+			if g.err == nil {
+				g.err = err
+			}
+			g.mu.Unlock()
+		}
+	})
+	return nil
+}
+
+func (g *loadGroup) wait() error {
+	g.wg.Wait()
+	return g.err
+}
+
+// upload uploads t to the backend under name (the HF tensor's, for errors),
+// counts its bytes and lets a mapped file's pages it read leave memory when the
+// backend made its own copy. Safe for concurrent use.
 func (l *loader) upload(name string, t *kernels.Tensor) (*kernels.Tensor, error) {
 	u, err := l.b.Upload(t)
 	if err != nil {
 		return nil, fmt.Errorf("model: tensor %q: %w", name, err)
 	}
+	l.mu.Lock()
 	l.bytes += int64(kernels.WeightBytes(u))
+	l.mu.Unlock()
 	if u != t && l.files != nil {
 		l.files.release(t.Data) // the backend keeps its own copy
 		if t.Scales != nil {
@@ -191,8 +270,25 @@ func (l *loader) upload(name string, t *kernels.Tensor) (*kernels.Tensor, error)
 
 // hostMatrix returns the host tensor of a module's weight without uploading it.
 func (l *loader) hostMatrix(module string, rows, cols int) (*kernels.Tensor, error) {
+	host, err := l.matrixSource(module, rows, cols)
+	if err != nil {
+		return nil, err
+	}
+	return host()
+}
+
+// ready returns a host function that returns t.
+func ready(t *kernels.Tensor) func() (*kernels.Tensor, error) {
+	return func() (*kernels.Tensor, error) { return t, nil }
+}
+
+// matrixSource finds and checks a module's weight and returns the function
+// that makes its host tensor: at once where the tensor is a view of the file
+// or already made, and quantizing on load (Options.Quant) when called. The
+// function is safe to call on another goroutine.
+func (l *loader) matrixSource(module string, rows, cols int) (func() (*kernels.Tensor, error), error) {
 	if l.synth != nil {
-		return l.synth.matrix(rows, cols), nil
+		return ready(l.synth.matrix(rows, cols)), nil
 	}
 	name := module + ".weight"
 	st, ok := l.get(name)
@@ -206,10 +302,12 @@ func (l *loader) hostMatrix(module string, rows, cols int) (*kernels.Tensor, err
 		}
 	}
 	if dt, ok := ggufBlockDType(st.DType); ok {
-		return ggufBlockMatrix(st, dt, rows, cols)
+		t, err := ggufBlockMatrix(st, dt, rows, cols)
+		return ready(t), err
 	}
 	if st.DType == "U32" {
-		return l.quantized(module, st, rows, cols)
+		t, err := l.quantized(module, st, rows, cols)
+		return ready(t), err
 	}
 	if !isMatrix(st.Shape, rows, cols) {
 		return nil, fmt.Errorf("model: tensor %q has shape %v, config.json implies [%d %d]", st.Name, st.Shape, rows, cols)
@@ -223,16 +321,18 @@ func (l *loader) hostMatrix(module string, rows, cols int) (*kernels.Tensor, err
 		// number of groups; so does ingot. The stored floats are read a block
 		// of rows at a time, and a mapped file's pages of each block leave
 		// memory once it is quantized.
-		codes, sb, bb, err := quantizeStored(l.ctx, st, rows, cols, q.Bits, q.GroupSize, l.threads, l.releaseFile)
-		if err != nil {
-			return nil, err
-		}
-		qdt, _ := kernels.QuantDType(q.Bits)
-		g := cols / q.GroupSize
-		return &kernels.Tensor{DType: qdt, Shape: []int{rows, cols}, Data: bytesOf(codes), GroupSize: q.GroupSize,
-			Scales: bf16Tensor(sb, rows, g), Biases: bf16Tensor(bb, rows, g)}, nil
+		return func() (*kernels.Tensor, error) {
+			codes, sb, bb, err := quantizeStored(l.ctx, st, rows, cols, q.Bits, q.GroupSize, l.threads, l.releaseFile)
+			if err != nil {
+				return nil, err
+			}
+			qdt, _ := kernels.QuantDType(q.Bits)
+			g := cols / q.GroupSize
+			return &kernels.Tensor{DType: qdt, Shape: []int{rows, cols}, Data: bytesOf(codes), GroupSize: q.GroupSize,
+				Scales: bf16Tensor(sb, rows, g), Biases: bf16Tensor(bb, rows, g)}, nil
+		}, nil
 	}
-	return &kernels.Tensor{DType: dt, Shape: []int{rows, cols}, Data: aligned(st.Data, 4)}, nil
+	return ready(&kernels.Tensor{DType: dt, Shape: []int{rows, cols}, Data: aligned(st.Data, 4)}), nil
 }
 
 // bf16Tensor wraps bf16 values as a host (rows, cols) bf16 tensor (no copy).
