@@ -2,11 +2,7 @@
 
 package cpu
 
-import (
-	"unsafe"
-
-	"github.com/klauspost/cpuid/v2"
-)
+import "github.com/klauspost/cpuid/v2"
 
 // The assembly kernels in dot_amd64.s. Pointers index Go slices the wrappers
 // below have bounds-checked; strides are in bytes unless named G or K.
@@ -43,9 +39,6 @@ func fTileF16(dst *float32, dstride int, w *uint16, K int, x *float32)
 
 //go:noescape
 func fTileBF16(dst *float32, dstride int, w *uint16, K int, x *float32)
-
-//go:noescape
-func sumBytes(p *byte, n int) uint64
 
 // tailMask[8-r:] starts with r all-ones lanes: the bias pass's mask for the last
 // G mod 8 groups.
@@ -250,18 +243,6 @@ func init() {
 			return
 		}
 	}
-}
-
-// sumBytesAsm is ReadBandwidth's inner loop when the CPU has AVX2.
-func sumBytesAsm(b []byte) (uint64, bool) {
-	if !hasAVX2 {
-		return 0, false
-	}
-	n := len(b) &^ 127
-	if n == 0 {
-		return 0, true
-	}
-	return sumBytes(unsafe.SliceData(b), n), true
 }
 
 // qMatVecBKernels are the byte-dot kernels by type of scales (metaF32,

@@ -937,41 +937,6 @@ loop:
 	VZEROUPPER
 	RET
 
-// sumBytes(p *byte, n int) uint64 reads n bytes (a multiple of 128) at p with
-// four independent 256-bit adds per 128 bytes: a read-bandwidth probe.
-TEXT ·sumBytes(SB), NOSPLIT, $0-24
-	MOVQ   p+0(FP), SI
-	MOVQ   n+8(FP), CX
-	SHRQ   $7, CX
-	VPXOR  Y0, Y0, Y0
-	VPXOR  Y1, Y1, Y1
-	VPXOR  Y2, Y2, Y2
-	VPXOR  Y3, Y3, Y3
-	TESTQ  CX, CX
-	JZ     done
-
-loop:
-	VPADDQ (SI), Y0, Y0
-	VPADDQ 32(SI), Y1, Y1
-	VPADDQ 64(SI), Y2, Y2
-	VPADDQ 96(SI), Y3, Y3
-	ADDQ   $128, SI
-	DECQ   CX
-	JNZ    loop
-
-done:
-	VPADDQ       Y1, Y0, Y0
-	VPADDQ       Y3, Y2, Y2
-	VPADDQ       Y2, Y0, Y0
-	VEXTRACTI128 $1, Y0, X1
-	VPADDQ       X1, X0, X0
-	VPSHUFD      $0x4e, X0, X1
-	VPADDQ       X1, X0, X0
-	VMOVQ        X0, AX
-	MOVQ         AX, ret+16(FP)
-	VZEROUPPER
-	RET
-
 // PACC adds the accumulators Za, Zb to the 32 floats at DI, stores them there
 // and steps DI to the next token's row (R11 bytes).
 #define PACC(Za, Zb) \

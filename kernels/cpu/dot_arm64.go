@@ -256,8 +256,6 @@ func init() {
 	}
 }
 
-func sumBytesAsm(b []byte) (uint64, bool) { return 0, false }
-
 func absMaxBitsAsm(x []float32) (uint32, bool) { return 0, false }
 
 func quantRowBAsm(xb []int8, x []float32, gs, C int, striped bool, id float64, sums []float64, tsum []int64) bool {

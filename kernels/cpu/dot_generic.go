@@ -6,8 +6,6 @@ package cpu
 // without amd64 or arm64 assembly.
 var asmSets []*kernelSet
 
-func sumBytesAsm(b []byte) (uint64, bool) { return 0, false }
-
 func absMaxBitsAsm(x []float32) (uint32, bool) { return 0, false }
 
 func quantRowBAsm(xb []int8, x []float32, gs, C int, striped bool, id float64, sums []float64, tsum []int64) bool {
