@@ -211,21 +211,7 @@ func TestMatVecsKQuantRowInvariant(t *testing.T) {
 			if w == nil || w2 == nil {
 				t.Fatal("PrepareKQuant: nil")
 			}
-			for _, L := range []int{2, 3, 4, 7, 8} {
-				x := randVec(r, L*tc.K)
-				x[5] = 40 // rows are quantized each on its own grid
-				got, got2 := make([]float32, L*w.N), make([]float32, L*w2.N)
-				p.MatVecs([][]float32{got, got2}, x, L, []*Weight{w, w2})
-				for l := range L {
-					xl := x[l*tc.K : (l+1)*tc.K]
-					one, one2 := make([]float32, w.N), make([]float32, w2.N)
-					p.MatMul(one, xl, 1, w)
-					sameBits(t, "MatMul", l, got[l*w.N:(l+1)*w.N], one)
-					p.MatMuls([][]float32{one, one2}, xl, 1, []*Weight{w, w2})
-					sameBits(t, "MatMuls", l, got[l*w.N:(l+1)*w.N], one)
-					sameBits(t, "MatMuls", l, got2[l*w2.N:(l+1)*w2.N], one2)
-				}
-			}
+			checkRowInvariant(t, r, p, w, w2)
 		})
 	}
 }

@@ -58,22 +58,31 @@ func TestMatVecsRowInvariant(t *testing.T) {
 				Prepare(w)
 				Prepare(w2)
 			}
-			for _, L := range []int{2, 3, 4, 7, 8} {
-				x := randVec(r, L*tc.K)
-				x[5] = 40 // one row with a larger range: rows are quantized each on its own grid
-				got, got2 := make([]float32, L*w.N), make([]float32, L*w2.N)
-				p.MatVecs([][]float32{got, got2}, x, L, []*Weight{w, w2})
-				for l := range L {
-					xl := x[l*tc.K : (l+1)*tc.K]
-					one, one2 := make([]float32, w.N), make([]float32, w2.N)
-					p.MatMul(one, xl, 1, w)
-					sameBits(t, "MatMul", l, got[l*w.N:(l+1)*w.N], one)
-					p.MatMuls([][]float32{one, one2}, xl, 1, []*Weight{w, w2})
-					sameBits(t, "MatMuls", l, got[l*w.N:(l+1)*w.N], one)
-					sameBits(t, "MatMuls", l, got2[l*w2.N:(l+1)*w2.N], one2)
-				}
-			}
+			checkRowInvariant(t, r, p, w, w2)
 		})
+	}
+}
+
+// checkRowInvariant fails t unless, for L = 2 … 8 rows of x (one with a
+// larger range: rows are quantized each on its own grid), each row of a
+// MatVecs call on {w, w2} has the bits a one-row MatMul and MatMuls give it.
+func checkRowInvariant(t *testing.T, r *rand.Rand, p *Pool, w, w2 *Weight) {
+	t.Helper()
+	K := w.K
+	for _, L := range []int{2, 3, 4, 7, 8} {
+		x := randVec(r, L*K)
+		x[5] = 40
+		got, got2 := make([]float32, L*w.N), make([]float32, L*w2.N)
+		p.MatVecs([][]float32{got, got2}, x, L, []*Weight{w, w2})
+		for l := range L {
+			xl := x[l*K : (l+1)*K]
+			one, one2 := make([]float32, w.N), make([]float32, w2.N)
+			p.MatMul(one, xl, 1, w)
+			sameBits(t, "MatMul", l, got[l*w.N:(l+1)*w.N], one)
+			p.MatMuls([][]float32{one, one2}, xl, 1, []*Weight{w, w2})
+			sameBits(t, "MatMuls", l, got[l*w.N:(l+1)*w.N], one)
+			sameBits(t, "MatMuls", l, got2[l*w2.N:(l+1)*w2.N], one2)
+		}
 	}
 }
 
