@@ -31,12 +31,7 @@ func TestDotKQuantNEONRows(t *testing.T) {
 					x[i] = float32(r.NormFloat64() * math.Pow(2, float64(r.IntN(9)-4)))
 				}
 				w := randKQuant(kt, 1, K, r.Uint64())
-				row := make([]float32, K)
-				w.Row(row, 0)
-				var mag float64
-				for i, v := range row {
-					mag += math.Abs(float64(v) * float64(x[i]))
-				}
+				mag := rowMag(w, x)
 				var got, want float32
 				switch kt {
 				case KQ8_0:
@@ -72,12 +67,7 @@ func TestDotKQuantNEONBlocks(t *testing.T) {
 		}
 		for _, kt := range []KType{KQ4K, KQ6K} {
 			w := randKQuant(kt, 1, 256, r.Uint64())
-			row := make([]float32, 256)
-			w.Row(row, 0)
-			var mag float64
-			for i, v := range row {
-				mag += math.Abs(float64(v) * float64(x[i]))
-			}
+			mag := rowMag(w, x)
 			var got, want float32
 			switch kt {
 			case KQ4K:

@@ -266,12 +266,7 @@ func TestDotKQuantAVX2(t *testing.T) {
 		for _, kt := range []KType{KQ4K, KQ6K, KQ8_0, KQ5K, KQ4_0} {
 			w := randKQuant(kt, 1, 256, r.Uint64())
 			var got, want float32
-			row := make([]float32, 256)
-			w.Row(row, 0)
-			var mag float64
-			for i, v := range row {
-				mag += math.Abs(float64(v) * float64(x[i]))
-			}
+			mag := rowMag(w, x)
 			switch kt {
 			case KQ8_0:
 				got = dotQ8_0Asm(w.B, x)
@@ -295,4 +290,16 @@ func TestDotKQuantAVX2(t *testing.T) {
 			}
 		}
 	}
+}
+
+// rowMag returns Σ|w_k·x_k| over row 0 of w: the scale of a dot product's
+// rounding error.
+func rowMag(w *KQuant, x []float32) float64 {
+	row := make([]float32, w.K)
+	w.Row(row, 0)
+	var mag float64
+	for i, v := range row {
+		mag += math.Abs(float64(v) * float64(x[i]))
+	}
+	return mag
 }
