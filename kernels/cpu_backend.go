@@ -322,8 +322,9 @@ func blockWeight(t *Tensor) bool {
 }
 
 // MatVecs is MatMuls with every row computed as a one-row call computes it
-// (see [MatVecser] and [cpu.Pool.MatVecs]). MXFP4 and GGUF block weights run
-// as stored, whose kernels have no such form, run a one-row MatMul per row.
+// (see [MatVecser] and [cpu.Pool.MatVecs]). MXFP4 weights and GGUF blocks
+// kept as stored (blockWeight), whose kernels have no such form, run a
+// one-row MatMul per row.
 func (c *CPU) MatVecs(dst []*Tensor, x *Tensor, w []*Tensor) {
 	L := x.NumRows()
 	if L == 1 {

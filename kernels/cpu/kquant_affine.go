@@ -21,13 +21,8 @@ import (
 // and MatVecs its several-row form, both exact to f32 grade (see MatMul),
 // where the block kernels of dotKQuant multiply in float.
 func PrepareKQuant(w *KQuant) *Weight {
-	var bits int
-	switch w.Type {
-	case KQ4_0:
-		bits = 4
-	case KQ8_0:
-		bits = 8
-	default:
+	bits, _ := w.affineForm()
+	if bits == 0 {
 		return nil
 	}
 	q := &QMatrix{Bits: bits, GroupSize: 32}
@@ -43,12 +38,16 @@ func PrepareKQuant(w *KQuant) *Weight {
 	return &Weight{Format: FormatQ, N: w.N, K: w.K, Q: q}
 }
 
-// affineOff is the code offset of q4_0 and q8_0: the bias is −affineOff·d.
-func (w *KQuant) affineOff() float32 {
-	if w.Type == KQ4_0 {
-		return 8
+// affineForm returns the code width and offset (the bias is −off·d) of w's
+// affine form, or 0 bits for types without one.
+func (w *KQuant) affineForm() (bits int, off float32) {
+	switch w.Type {
+	case KQ4_0:
+		return 4, 8
+	case KQ8_0:
+		return 8, 128
 	}
-	return 128
+	return 0, 0
 }
 
 // affineMeta returns the narrowest type that holds every block's scale d and
@@ -56,7 +55,7 @@ func (w *KQuant) affineOff() float32 {
 // would turn d·0 into ∞ − ∞).
 func (w *KQuant) affineMeta() (uint8, bool) {
 	_, size := w.Type.BlockSize()
-	off := w.affineOff()
+	_, off := w.affineForm()
 	var f metaFit
 	for o := 0; o < len(w.B); o += size {
 		d := f16At(w.B[o:])
@@ -72,14 +71,10 @@ func (w *KQuant) affineMeta() (uint8, bool) {
 // affineRows sets dst's W, Scales and Biases to rows [n0, n1) of w in the
 // affine form (see PrepareKQuant), growing them as needed.
 func (w *KQuant) affineRows(dst *QMatrix, n0, n1 int) {
-	bits := 4
-	if w.Type == KQ8_0 {
-		bits = 8
-	}
+	bits, off := w.affineForm()
 	G, words := w.K/32, w.K*bits/32
 	dst.W = grow(dst.W, (n1-n0)*words)
 	dst.Scales, dst.Biases = grow(dst.Scales, (n1-n0)*G), grow(dst.Biases, (n1-n0)*G)
-	off := w.affineOff()
 	for n := n0; n < n1; n++ {
 		r := w.row(n)
 		i := n - n0
