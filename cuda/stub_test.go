@@ -483,6 +483,93 @@ func TestGraph(t *testing.T) {
 	}
 }
 
+// TestGraphFork checks a capture forked onto a second stream through an
+// event and joined back: the second stream's launch is a node of the same
+// graph, and a capture not joined back fails naming the driver's error.
+func TestGraphFork(t *testing.T) {
+	c := open(t)
+	f := addKernel(t, c)
+	x, err := c.Alloc(16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Free(x)
+	if err := c.Memset(x, 0, 16); err != nil {
+		t.Fatal(err)
+	}
+	var ss [2]*cuda.Stream
+	for i := range ss {
+		if ss[i], err = c.NewStream(); err != nil {
+			t.Fatal(err)
+		}
+		defer ss[i].Destroy()
+	}
+	fork, err := c.NewEvent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	join, err := c.NewEvent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := c.NewParams(8, 4, 4)
+	p.SetPtr(0, x)
+	p.SetU32(1, 0, 4)
+	p.SetU32(2, 0, 1)
+	capture := func(joinBack bool) (*cuda.Graph, error) {
+		s, side := ss[0], ss[1]
+		if err := s.BeginCapture(); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Launch(s, cuda.Dim3{X: 1}, cuda.Dim3{X: 32}, 0, p); err != nil {
+			t.Fatal(err)
+		}
+		if err := fork.Record(s); err != nil {
+			t.Fatal(err)
+		}
+		if err := side.Wait(fork); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Launch(side, cuda.Dim3{X: 1}, cuda.Dim3{X: 32}, 0, p); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := side.LastCaptured(); err != nil {
+			t.Errorf("LastCaptured on the forked stream: %v", err)
+		}
+		if joinBack {
+			if err := join.Record(side); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Wait(join); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return s.EndCapture()
+	}
+	if _, err := capture(false); err == nil || !strings.Contains(err.Error(), "CUDA_ERROR_STREAM_CAPTURE_UNJOINED") {
+		t.Errorf("capture not joined back: %v, want CUDA_ERROR_STREAM_CAPTURE_UNJOINED", err)
+	}
+	g, err := capture(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Destroy()
+	if nodes, err := g.Nodes(); err != nil || len(nodes) != 2 {
+		t.Fatalf("Nodes = %v, %v; want 2", nodes, err)
+	}
+	e, err := g.Instantiate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Destroy()
+	if err := e.Launch(ss[0]); err != nil {
+		t.Fatal(err)
+	}
+	if got := readU32s(t, c, x, 4); fmt.Sprint(got) != "[2 2 2 2]" {
+		t.Errorf("after one replay: %v, want [2 2 2 2]", got)
+	}
+}
+
 // TestThreading checks the one-goroutine rule: another goroutine's calls
 // fail until it attaches the context.
 func TestThreading(t *testing.T) {
