@@ -22,7 +22,7 @@ type driver struct {
 	cuMemsetD8, cuMemsetD8Async                                                          uintptr
 	cuMemcpyHtoD, cuMemcpyDtoH, cuMemcpyDtoD                                             uintptr
 	cuMemcpyHtoDAsync, cuMemcpyDtoHAsync, cuMemcpyDtoDAsync                              uintptr
-	cuStreamCreate, cuStreamDestroy, cuStreamSynchronize, cuStreamWaitEvent              uintptr
+	cuStreamCreate, cuStreamDestroy, cuStreamSynchronize                                 uintptr
 	cuEventCreate, cuEventDestroy, cuEventRecord, cuEventSynchronize, cuEventElapsedTime uintptr
 	cuModuleLoadDataEx, cuModuleUnload, cuModuleGetFunction                              uintptr
 	cuFuncGetAttribute, cuFuncSetAttribute, cuLaunchKernel                               uintptr
@@ -75,7 +75,6 @@ func (d *driver) symbols() []struct {
 		{"cuStreamCreate", &d.cuStreamCreate, false},
 		{"cuStreamDestroy_v2", &d.cuStreamDestroy, false},
 		{"cuStreamSynchronize", &d.cuStreamSynchronize, false},
-		{"cuStreamWaitEvent", &d.cuStreamWaitEvent, false},
 		{"cuEventCreate", &d.cuEventCreate, false},
 		{"cuEventDestroy_v2", &d.cuEventDestroy, false},
 		{"cuEventRecord", &d.cuEventRecord, false},

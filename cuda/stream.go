@@ -102,15 +102,6 @@ func (e *Event) Record(s *Stream) error {
 	return e.c.d.check("cuEventRecord", call(e.c.d.cuEventRecord, e.h, s.handle()))
 }
 
-// Wait makes s's later work wait until the stream e was recorded on has
-// passed e (cuStreamWaitEvent), without blocking the host. Recorded on a
-// capturing stream, e forks the capture onto s, and a wait of the capturing
-// stream on an event recorded on s after its last work joins s back: every
-// stream forked off a capture must be joined before EndCapture.
-func (s *Stream) Wait(e *Event) error {
-	return s.c.d.check("cuStreamWaitEvent", call(s.c.d.cuStreamWaitEvent, s.handle(), e.h, 0))
-}
-
 // Synchronize waits until the stream has passed the event.
 func (e *Event) Synchronize() error {
 	return e.c.d.check("cuEventSynchronize", call(e.c.d.cuEventSynchronize, e.h))

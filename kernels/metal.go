@@ -40,7 +40,6 @@ type Metal struct {
 	nvGeom    func(dt DType, rows, K int) (laneShift, nsg int) // a fixed geometry instead of nvGeom's (tests; INGOT_NV_GEOM)
 	nvNoStage bool                                             // tests: the matvec_*_nv kernels that read x from device memory
 	nvInt     nvIntMode                                        // where the _nvi mat-vecs run (INGOT_NV_INT; tests)
-	nvPre     int                                              // bytes of a mat-vec's weights to prefetch (INGOT_NV_PREFETCH; see nvPrefetch)
 	nvQX      metal.Buffer                                     // quantx's output, grown on demand
 	noV16     bool                                             // tests: matvec_q4/q8_f32 instead of their _v16 forms
 	noMVB     bool                                             // tests: MatMul at 2 ≤ L ≤ 8 on the prefill tiles, as before the small-batch mat-vec
@@ -77,9 +76,7 @@ type Metal struct {
 		bufs  [16]callBuf
 		nbufs int
 		tg    [2]int
-		work  int        // the dispatch's estimated work; 0: max(rows, 64)
-		pre   [8]callBuf // prefetch hints (buf, off, index = bytes) for a prefetcher
-		npre  int
+		work  int // the dispatch's estimated work; 0: max(rows, 64)
 	}
 
 	attnPart  metal.Buffer    // flash-decoding partials, grown on demand
@@ -130,8 +127,7 @@ func NewMetal(dev metal.Device) (*Metal, error) {
 		return nil, fmt.Errorf("kernels: metal: nil device")
 	}
 	m := &Metal{dev: dev, pipes: map[string]metal.Pipeline{}, shape: shapeOf(dev), nv: &nvTable{by: map[metal.Buffer][]nvPairs{}}, rows: 1,
-		nvInt: nvIntFromEnv(os.Getenv("INGOT_NV_INT")), nvGeom: nvGeomFromEnv(os.Getenv("INGOT_NV_GEOM")),
-		nvPre: nvPrefetchFromEnv(os.Getenv("INGOT_NV_PREFETCH"))}
+		nvInt: nvIntFromEnv(os.Getenv("INGOT_NV_INT")), nvGeom: nvGeomFromEnv(os.Getenv("INGOT_NV_GEOM"))}
 	if w, ok := dev.(metal.WorkLimiter); ok {
 		m.workLimit = w.CommandBufferWork()
 	}
@@ -153,7 +149,7 @@ func (m *Metal) NewStream() (Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.shape, s.nv, s.nvInt, s.nvGeom, s.nvPre = m.shape, m.nv, m.nvInt, m.nvGeom, m.nvPre // the kernels m's uploads were made for
+	s.shape, s.nv, s.nvInt, s.nvGeom = m.shape, m.nv, m.nvInt, m.nvGeom // the kernels m's uploads were made for
 	return s, nil
 }
 
@@ -460,24 +456,7 @@ func (m *Metal) fail(err error) {
 // args, in, out, bytes and tgmem, then call run.
 func (m *Metal) begin(name string) {
 	c := &m.call
-	c.name, c.pipe, c.nargs, c.nbufs, c.tg, c.work, c.npre = name, m.pipeline(name), 0, 0, [2]int{}, 0, 0
-}
-
-// A prefetcher is an encoder that takes hints of the memory the next
-// dispatch reads, to fetch it ahead (the cuda device's: see
-// internal/cudadev). A hint never changes what a kernel computes.
-type prefetcher interface {
-	Prefetch(b metal.Buffer, off, n int)
-}
-
-// prefetch hints that the dispatch being encoded reads n bytes of b from off
-// (at most 8 hints a dispatch; more are dropped).
-func (m *Metal) prefetch(b metal.Buffer, off, n int) {
-	c := &m.call
-	if c.npre < len(c.pre) && n > 0 {
-		c.pre[c.npre] = callBuf{buf: b, off: off, index: n}
-		c.npre++
-	}
+	c.name, c.pipe, c.nargs, c.nbufs, c.tg, c.work = name, m.pipeline(name), 0, 0, [2]int{}, 0
 }
 
 // setArgs makes v (a mirror of a common.h struct) the kernel's [[buffer(0)]].
@@ -559,11 +538,6 @@ func (m *Metal) run(groups, threads metal.Size) {
 	for i, n := range c.tg {
 		if n > 0 {
 			e.SetThreadgroupMemory(i, n)
-		}
-	}
-	if p, ok := e.(prefetcher); ok {
-		for _, h := range c.pre[:c.npre] {
-			p.Prefetch(h.buf, h.off, h.index)
 		}
 	}
 	e.Dispatch(groups, threads)

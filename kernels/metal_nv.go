@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
-	"strconv"
 	"sync"
 
 	"github.com/ingot-llm/ingot/kernels/cpu"
@@ -439,45 +438,9 @@ func (m *Metal) matvecNV(dst []*Tensor, x *Tensor, w []*Tensor, glu bool, act Ac
 	} else {
 		m.tgmem(1, 16) // bound, unused
 	}
-	if m.nvPre > 0 {
-		m.prefetchWeights(w, pb, po, kind)
-	}
 	m.run(metal.Size{W: groups, H: 1, D: 1}, metal.Size{W: 32 * nsg, H: 1, D: 1})
 	for _, wi := range w {
 		m.stats.WeightBytes += int64(wi.Shape[0]) * int64(wi.DType.RowBytes(K)+K/wi.GroupSize*sbBytes[kind])
 	}
 	return true
-}
-
-// nvPrefetchDefault is how many bytes of a mat-vec's weights the cuda
-// backend asks to have fetched into L2 ahead of it (see prefetchWeights).
-const nvPrefetchDefault = 24 << 20
-
-// nvPrefetchFromEnv maps INGOT_NV_PREFETCH (MiB; 0 turns it off) to bytes;
-// unset or not a number: nvPrefetchDefault.
-func nvPrefetchFromEnv(v string) int {
-	mb, err := strconv.Atoi(v)
-	if err != nil || mb < 0 {
-		return nvPrefetchDefault
-	}
-	return mb << 20
-}
-
-// prefetchWeights hints the first bytes of w's codes and pairs (pb, po) to a
-// prefetching encoder, at most m.nvPre bytes in all, shared in proportion to
-// their sizes: the rows the first threadgroups read. On the cuda device the
-// hints become a prefetch on a second stream that starts when the previous
-// mat-vec ends, so the weights stream in while the small kernels between
-// the two (norms, RoPE, attention, quantx) leave the memory idle.
-func (m *Metal) prefetchWeights(w []*Tensor, pb [4]metal.Buffer, po [4]int, kind uint8) {
-	K := w[0].Cols()
-	total := 0
-	for _, wi := range w {
-		total += wi.Shape[0] * (wi.DType.RowBytes(K) + K/wi.GroupSize*sbBytes[kind])
-	}
-	share := func(n int) int { return int(min(int64(n), (int64(n)*int64(m.nvPre)+int64(total)-1)/int64(total))) }
-	for i, wi := range w {
-		m.prefetch(bufOf(m.call.name, wi), wi.Off, share(wi.Shape[0]*wi.DType.RowBytes(K)))
-		m.prefetch(pb[i], po[i], share(wi.Shape[0]*K/wi.GroupSize*sbBytes[kind]))
-	}
 }

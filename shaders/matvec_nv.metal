@@ -528,38 +528,3 @@ typedef decltype(matvec_q_nv<8, half2, false, true, true>) matvec_nvi_q8_f16sb_g
 template [[host_name("matvec_q8_f32_nvi_f16sb_glu")]] kernel matvec_nvi_q8_f16sb_glu_t matvec_q_nv<8, half2, false, true, true>;
 typedef decltype(matvec_q_nv<8, float2, false, true, true>) matvec_nvi_q8_f32sb_glu_t;
 template [[host_name("matvec_q8_f32_nvi_f32sb_glu")]] kernel matvec_nvi_q8_f32sb_glu_t matvec_q_nv<8, float2, false, true, true>;
-
-// prefetch_l2_nv asks the GPU to bring bytes [0, a.n[r]) of p_r into its L2
-// cache, r = the threadgroup's y (up to 8 ranges a launch): one 128-byte line
-// a thread a step, grid-stride. It reads nothing into registers and writes
-// nothing: a hint, which the cuda backend issues on a second stream for the
-// weights of a coming mat-vec while the small kernels before it run (see
-// internal/cudadev: Encoder.Prefetch). On other devices it does nothing.
-struct prefetch_nv_args {
-    uint n[8];
-};
-
-#if defined(__INGOT_PTX__)
-inline void prefetch_l2_line(device const uchar * p) {
-    __asm__ __volatile__("prefetch.global.L2 [%0];" : : "l"(p));
-}
-#else
-inline void prefetch_l2_line(device const uchar *) {}
-#endif
-
-kernel void prefetch_l2_nv(
-        constant prefetch_nv_args & a [[buffer(0)]],
-        device const uchar * p0 [[buffer(1)]], device const uchar * p1 [[buffer(2)]],
-        device const uchar * p2 [[buffer(3)]], device const uchar * p3 [[buffer(4)]],
-        device const uchar * p4 [[buffer(5)]], device const uchar * p5 [[buffer(6)]],
-        device const uchar * p6 [[buffer(7)]], device const uchar * p7 [[buffer(8)]],
-        uint2 tg [[threadgroup_position_in_grid]], uint2 ntg [[threadgroups_per_grid]],
-        uint ti [[thread_index_in_threadgroup]], uint nt [[threads_per_threadgroup]]) {
-    const uint r = min(tg.y, 7u);
-    device const uchar * p = r < 4 ? (r < 2 ? (r == 0 ? p0 : p1) : (r == 2 ? p2 : p3))
-                                   : (r < 6 ? (r == 4 ? p4 : p5) : (r == 6 ? p6 : p7));
-    const uint n = a.n[r];
-    for (uint i = (tg.x * nt + ti) * 128u; i < n; i += ntg.x * nt * 128u) {
-        prefetch_l2_line(p + i);
-    }
-}

@@ -20,11 +20,7 @@
 //     ptr[i] += v for i < n;
 //   - stream capture records launches as kernel nodes; instantiated graphs
 //     replay them (recorded and run like launches); kernel node parameters
-//     of an instantiation can be replaced; a stream that waits on an event
-//     recorded in a capture joins it (its launches become nodes of the same
-//     graph, in call order) and must be joined back (the origin waits on an
-//     event recorded on it after its last launch), or EndCapture fails with
-//     CUDA_ERROR_STREAM_CAPTURE_UNJOINED, as the driver's does;
+//     of an instantiation can be replaced;
 //   - every handle is checked against the live objects: a bad or destroyed
 //     one gives CUDA_ERROR_INVALID_HANDLE.
 #include <stdint.h>
@@ -49,7 +45,6 @@ enum {
 	NOT_FOUND = 500,
 	ILLEGAL_ADDRESS = 700,
 	CAPTURE_UNSUPPORTED = 900,
-	CAPTURE_UNJOINED = 904,
 };
 
 static const struct {
@@ -63,7 +58,6 @@ static const struct {
 	{NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
 	{INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
 	{INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
-	{CAPTURE_UNJOINED, "CUDA_ERROR_STREAM_CAPTURE_UNJOINED", "capture was not joined"},
 	{INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
 	{INVALID_PTX, "CUDA_ERROR_INVALID_PTX", "a PTX JIT compilation failed"},
 	{INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
@@ -100,13 +94,8 @@ struct obj {
 	// K_STREAM
 	int capturing;
 	struct obj *graph, *last;
-	struct obj *origin; // a stream that joined another's capture: that stream
-	int joined;         // … and whether the origin has waited on its last launch
 	// K_EVENT
 	long tick;
-	struct obj *graph_at;  // the capture the event was recorded in, or NULL
-	struct obj *stream_at; // the stream it was recorded on
-	struct obj *last_at;   // that stream's last node then
 	// K_GRAPH, K_EXEC
 	struct obj *nodes[MAX_NODES];
 	struct launch node_launch[MAX_NODES]; // K_EXEC: its own copies
@@ -424,42 +413,10 @@ CUresult cuEventDestroy_v2(void *e) {
 	return OK;
 }
 CUresult cuEventRecord(void *e, void *s) {
-	struct obj *o = valid(e, K_EVENT), *st = NULL;
-	if (!o || (s && !(st = valid(s, K_STREAM))))
+	struct obj *o = valid(e, K_EVENT);
+	if (!o || (s && !valid(s, K_STREAM)))
 		return INVALID_HANDLE;
 	o->tick = ++ticks;
-	o->graph_at = st && st->capturing ? st->graph : NULL;
-	o->stream_at = st;
-	o->last_at = st ? st->last : NULL;
-	return OK;
-}
-
-// cuStreamWaitEvent: outside a capture the stub runs everything at once, so
-// only captures care. A stream that waits on an event recorded in a capture
-// joins it; the origin waiting on an event a joined stream recorded after its
-// last launch joins that stream back.
-CUresult cuStreamWaitEvent(void *s, void *e, unsigned flags) {
-	NEED_CTX;
-	struct obj *st = valid(s, K_STREAM), *ev = valid(e, K_EVENT);
-	if (!st || !ev)
-		return INVALID_HANDLE;
-	if (flags != 0)
-		return INVALID_VALUE;
-	if (!ev->graph_at)
-		return OK;
-	if (!st->capturing) {
-		st->capturing = 1;
-		st->graph = ev->graph_at;
-		st->last = ev->last_at;
-		st->origin = ev->stream_at->origin ? ev->stream_at->origin : ev->stream_at;
-		st->joined = 0;
-		return OK;
-	}
-	if (st->graph != ev->graph_at)
-		return INVALID_VALUE; // two captures cannot merge
-	struct obj *from = ev->stream_at;
-	if (from && from->origin == st && ev->last_at == from->last)
-		from->joined = 1;
 	return OK;
 }
 CUresult cuEventSynchronize(void *e) { return valid(e, K_EVENT) ? OK : INVALID_HANDLE; }
@@ -673,7 +630,6 @@ CUresult cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigne
 		node->launch = l;
 		g->nodes[g->nnodes++] = node;
 		s->last = node;
-		s->joined = 0;
 		return OK;
 	}
 	return run(&l);
@@ -697,22 +653,12 @@ CUresult cuStreamEndCapture(void *stream, void **graph) {
 	struct obj *s = valid(stream, K_STREAM);
 	if (!s)
 		return INVALID_HANDLE;
-	if (!s->capturing || s->origin)
+	if (!s->capturing)
 		return INVALID_VALUE;
-	// the capture ends either way, as the driver's does (unjoined: no graph)
-	CUresult r = OK;
-	for (int i = 0; i < nobjs; i++) {
-		struct obj *o = objs[i];
-		if (o && o->live && o->kind == K_STREAM && o->origin == s) {
-			if (!o->joined)
-				r = CAPTURE_UNJOINED;
-			o->capturing = 0, o->graph = NULL, o->origin = NULL, o->last = NULL;
-		}
-	}
 	s->capturing = 0;
-	*graph = r == OK ? s->graph : NULL;
+	*graph = s->graph;
 	s->graph = NULL;
-	return r;
+	return OK;
 }
 
 CUresult cuStreamGetCaptureInfo_v2(void *stream, int *status, unsigned long long *id, void **graph,

@@ -22,11 +22,6 @@
 //     one (a decode step: the same ops every token) replays that one's CUDA
 //     graph instead, with the arguments that changed (positions, lengths,
 //     grids) updated in its nodes: one launch instead of hundreds.
-//   - Prefetch hints (Encoder.Prefetch: bytes the next dispatch will read)
-//     become prefetch_l2_nv launches on a second stream, forked off the
-//     first right after the previous hinted dispatch and joined back at the
-//     end of the command buffer: while the small kernels between two
-//     mat-vecs run, the second one's weights stream into the L2 cache.
 //
 // The driver's context is current on one OS thread: every driver call runs
 // on a goroutine locked to it, which the Device's methods hand their work to,
@@ -37,9 +32,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"runtime"
-	"slices"
 	"sync"
 	"time"
 
@@ -57,7 +50,6 @@ type Device struct {
 	done   chan struct{}
 	c      *cuda.Context
 	s      *cuda.Stream
-	side   *cuda.Stream // prefetches (see Encoder.Prefetch); made on first use
 	name   string
 	total  int64
 	driver int
@@ -72,9 +64,7 @@ type Device struct {
 	graphs   []*graph // most recently used first
 	events   []*cuda.Event
 	noGraphs bool
-	prof     *profiler   // nil unless profiling
-	fork     *cuda.Event // side's fork and join points, made with side
-	join     *cuda.Event
+	prof     *profiler // nil unless profiling
 }
 
 // maxGraphs is how many decode-step graphs are kept (a step's shape changes
@@ -168,11 +158,6 @@ func (d *Device) loop(o Options, opened chan<- error) {
 	}
 	for _, m := range d.mods {
 		m.Unload()
-	}
-	if d.side != nil {
-		d.fork.Destroy()
-		d.join.Destroy()
-		d.side.Destroy()
 	}
 	d.s.Destroy()
 	d.c.Close()
@@ -378,7 +363,6 @@ type commandBuffer struct {
 	end      *cuda.Event
 	err      error
 	gpu      time.Duration
-	hinted   int // launches up to the last one with prefetch hints (0: none yet)
 
 	// profiling only: an event before the blocker, one after each launch,
 	// and the CPU time the launches took
@@ -395,7 +379,6 @@ type launch struct {
 	shared      int
 	off         int
 	fix         []constRef
-	side        bool // a prefetch, on the side stream
 }
 
 type constRef struct{ param, off int } // parameter param points at consts[off:]
@@ -437,63 +420,12 @@ func (cb *commandBuffer) Commit() {
 		}
 		for i := range cb.launches {
 			l := &cb.launches[i]
-			if _, err := cb.launch(l, cb.fill(l, cb.constBuf), false); err != nil {
+			if err := l.p.f.Launch(d.s, l.grid, l.block, l.shared, cb.fill(l, cb.constBuf)); err != nil {
 				return err
 			}
 		}
-		if err := cb.joinSide(); err != nil {
-			return err
-		}
 		return cb.end.Record(d.s)
 	})
-}
-
-// launch enqueues l with parameters p: on the device's stream, or forked
-// onto the side stream after the work enqueued so far. capturing: also
-// return the graph node it became.
-func (cb *commandBuffer) launch(l *launch, p *cuda.Params, capturing bool) (cuda.GraphNode, error) {
-	d := cb.d
-	s := d.s
-	if l.side {
-		if d.side == nil {
-			side, err := d.c.NewStream()
-			if err != nil {
-				return 0, err
-			}
-			if d.fork, err = d.c.NewEvent(); err == nil {
-				d.join, err = d.c.NewEvent()
-			}
-			if err != nil {
-				side.Destroy()
-				return 0, err
-			}
-			d.side = side
-		}
-		s = d.side
-		if err := d.fork.Record(d.s); err != nil {
-			return 0, err
-		}
-		if err := s.Wait(d.fork); err != nil {
-			return 0, err
-		}
-	}
-	if err := l.p.f.Launch(s, l.grid, l.block, l.shared, p); err != nil || !capturing {
-		return 0, err
-	}
-	return s.LastCaptured()
-}
-
-// joinSide makes the device's stream wait for the side stream's work, if cb
-// has any: a capture must join every stream it forked.
-func (cb *commandBuffer) joinSide() error {
-	if cb.hinted == 0 || cb.d.side == nil {
-		return nil
-	}
-	d := cb.d
-	if err := d.join.Record(d.side); err != nil {
-		return err
-	}
-	return d.s.Wait(d.join)
 }
 
 // fill sets l's pipeline's parameter block to l's arguments, pointing its
@@ -589,16 +521,16 @@ func (cb *commandBuffer) capture() (*graph, error) {
 	for i := range cb.launches {
 		l := &cb.launches[i]
 		p := cb.fill(l, g.consts)
+		if err = l.p.f.Launch(d.s, l.grid, l.block, l.shared, p); err != nil {
+			break
+		}
 		var n cuda.GraphNode
-		if n, err = cb.launch(l, p, true); err != nil {
+		if n, err = d.s.LastCaptured(); err != nil {
 			break
 		}
 		g.key = append(g.key, l.p)
 		g.nodes = append(g.nodes, n)
 		g.set = append(g.set, launchArgs{grid: l.grid, block: l.block, shared: l.shared, args: appendArgs(nil, p)})
-	}
-	if err == nil {
-		err = cb.joinSide()
 	}
 	cg, cerr := d.s.EndCapture()
 	if err == nil {
@@ -693,68 +625,6 @@ type encoder struct {
 	bind [32]binding // [[buffer(i)]]
 	tg   [8]int      // [[threadgroup(i)]] lengths
 	data []byte      // every setBytes copy, appended: one growing slice, not one allocation a dispatch
-	pre  []span      // prefetch hints for the next dispatch
-}
-
-// span is a range of device memory.
-type span struct {
-	p cuda.DevicePtr
-	n int
-}
-
-// Prefetch hints that the next dispatch reads bytes [off, off+n) of b, so
-// that they can be fetched into the L2 cache while the dispatches before it
-// run: Dispatch launches prefetch_l2_nv for them on the side stream, after
-// the last dispatch that had hints (or at the start of the command buffer).
-// Nothing waits for a prefetch but the command buffer's end, and it writes
-// nothing, so a hint never changes what the kernels compute. Not while
-// profiling (the profile times the kernels one after another).
-func (e *encoder) Prefetch(b metal.Buffer, off, n int) {
-	if n <= 0 || e.cb.d.prof != nil {
-		return
-	}
-	e.pre = append(e.pre, span{b.(*buffer).p.Add(off), min(n, b.Len()-off, math.MaxInt32)})
-}
-
-// prefetchThreads and prefetchGroups are prefetch_l2_nv's geometry: a
-// threadgroup of 256 threads, 32 of them a range (each thread then issues
-// one prefetch per 1 MiB of the range).
-const (
-	prefetchThreads = 256
-	prefetchGroups  = 32
-)
-
-// prefetch inserts launches of prefetch_l2_nv for spans, up to 8 a launch,
-// after the last launch that had hints.
-func (cb *commandBuffer) prefetch(spans []span) error {
-	pp, err := cb.d.Pipeline("prefetch_l2_nv")
-	if err != nil {
-		return err
-	}
-	p := pp.(*pipeline)
-	for len(spans) > 0 {
-		c := spans[:min(8, len(spans))]
-		spans = spans[len(c):]
-		l := launch{p: p, off: len(cb.args), side: true,
-			grid: cuda.Dim3{X: prefetchGroups, Y: len(c), Z: 1}, block: cuda.Dim3{X: prefetchThreads, Y: 1, Z: 1}}
-		for _, prm := range p.k.Params {
-			cb.args = append(cb.args, make([]byte, prm.Size)...)
-			slot := cb.args[len(cb.args)-prm.Size:]
-			switch {
-			case prm.Kind == ptx.Value && prm.Size == 32:
-				for i, sp := range c {
-					putU32(slot[4*i:], uint32(sp.n))
-				}
-			case prm.Kind == ptx.Buffer && prm.Index >= 1 && prm.Index <= 8:
-				putU64(slot, uint64(c[min(prm.Index-1, len(c)-1)].p)) // unused slots repeat the last
-			default:
-				return fmt.Errorf("cudadev: prefetch_l2_nv: unexpected parameter %d (kind %d, %d bytes)", prm.Index, prm.Kind, prm.Size)
-			}
-		}
-		cb.launches = slices.Insert(cb.launches, cb.hinted, l)
-		cb.hinted++
-	}
-	return nil
 }
 
 type binding struct {
@@ -815,17 +685,6 @@ func (e *encoder) Dispatch(groups, threads metal.Size) {
 				putU64(slot, uint64(b.ptr))
 			}
 		}
-	}
-	if len(e.pre) > 0 {
-		err := cb.prefetch(e.pre)
-		e.pre = e.pre[:0]
-		if err != nil {
-			e.fail(err)
-			return
-		}
-		cb.launches = append(cb.launches, l)
-		cb.hinted = len(cb.launches)
-		return
 	}
 	cb.launches = append(cb.launches, l)
 }

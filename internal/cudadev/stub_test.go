@@ -15,7 +15,6 @@ import (
 	"github.com/ingot-llm/ingot/internal/cudadev"
 	"github.com/ingot-llm/ingot/kernels"
 	"github.com/ingot-llm/ingot/metal"
-	"github.com/ingot-llm/ingot/model"
 )
 
 // TestStub runs the seam against the stub driver (no GPU): buffers round
@@ -190,98 +189,5 @@ func TestStubProfile(t *testing.T) {
 		if f := strings.Fields(l); len(f) == 5 && (f[0] == "rmsnorm_vec_f32" || f[0] == "add_f32") && f[1] != "20" {
 			t.Errorf("%s: %s launches, want 20", f[0], f[1])
 		}
-	}
-}
-
-// TestStubPrefetch: the mat-vecs' prefetch hints become prefetch_l2_nv
-// launches on the side stream, each placed right after the previous hinted
-// launch (the first at the start), naming the next mat-vec's codes and
-// (scale, bias) pairs with their whole length (under the budget); with graphs
-// the fork and join make a capture the stub accepts (an unjoined one fails),
-// and a replay runs the same launches. INGOT_NV_PREFETCH=0 turns them off.
-func TestStubPrefetch(t *testing.T) {
-	for _, c := range []struct {
-		noGraphs bool
-		env      string
-		want     bool
-	}{{false, "", true}, {true, "", true}, {false, "0", false}} {
-		t.Setenv("INGOT_NV_PREFETCH", c.env)
-		d, err := cudadev.Open(cudadev.Options{Library: cudatest.Stub(t), NoGraphs: c.noGraphs})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := kernels.NewMetal(d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		const N, K = 64, 256
-		var w [2]*kernels.Tensor
-		for i := range w {
-			if w[i], err = b.Upload(model.SyntheticMatrix(kernels.DTypeQ4, N, K, uint64(i+1))); err != nil {
-				t.Fatal(err)
-			}
-		}
-		x, h, y := b.New(1, K), b.New(1, N), b.New(1, N)
-		norm, err := b.Upload(kernels.FromF32(make([]float32, N), N))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for step := range 2 {
-			cudatest.Call(t, "stub_reset")
-			b.MatMul(h, x, w[0])
-			for range 4 {
-				b.RMSNorm(h, h, norm, 1e-5)
-				b.Add(h, h, y)
-			}
-			b.MatMul(y, x, w[1])
-			if err := b.Sync(t.Context()); err != nil {
-				t.Fatalf("graphs %v, step %d: %v", !c.noGraphs, step, err)
-			}
-			var names []string
-			for _, l := range cudatest.Launches(t) {
-				names = append(names, l.Name)
-			}
-			ls := cudatest.Launches(t)
-			want := 10
-			if c.want {
-				want = 12
-			}
-			if len(ls) != want {
-				t.Fatalf("graphs %v, prefetch %v, step %d: launches %v", !c.noGraphs, c.want, step, names)
-			}
-			if !c.want {
-				continue
-			}
-			for _, i := range []int{0, 2} {
-				p, mv := ls[i], ls[i+1]
-				if i == 2 {
-					mv = ls[11]
-				}
-				if p.Name != "prefetch_l2_nv" || !strings.HasPrefix(mv.Name, "matvec_q4_f32_nv") {
-					t.Fatalf("graphs %v, step %d: launches %v: want a prefetch at %d for the mat-vec after it", !c.noGraphs, step, names, i)
-				}
-				// codes then pairs: the mat-vec's [[buffer(2)]] and [[buffer(6)]]
-				kp, _ := ptx.Lookup(mv.Name)
-				ptr := func(idx int) uint64 {
-					off := 0
-					for _, prm := range kp.Params {
-						if prm.Kind == ptx.Buffer && prm.Index == idx {
-							return binary.LittleEndian.Uint64(mv.Params[off:])
-						}
-						off += prm.Size
-					}
-					t.Fatalf("%s has no [[buffer(%d)]]", mv.Name, idx)
-					return 0
-				}
-				n := func(r int) uint32 { return binary.LittleEndian.Uint32(p.Params[4*r:]) }
-				pp := func(r int) uint64 { return binary.LittleEndian.Uint64(p.Params[32+8*r:]) }
-				if p.Dims[1] != 2 || pp(0) != ptr(2) || pp(1) != ptr(6) || n(0) != N*K/2 || n(1) != N*K/64*4 {
-					t.Errorf("graphs %v, step %d: prefetch %d: dims %v, spans (%#x, %d) (%#x, %d); want 2 spans (%#x, %d) (%#x, %d)",
-						!c.noGraphs, step, i, p.Dims, pp(0), n(0), pp(1), n(1), ptr(2), N*K/2, ptr(6), N*K/64*4)
-				}
-			}
-		}
-		b.Close()
-		d.Release()
 	}
 }
