@@ -19,6 +19,8 @@ type Context struct {
 	slab    slab
 	closed  bool
 	args    [11]uintptr // hot-path call arguments (see callv)
+	lc      []byte      // a CUlaunchConfig and its one attribute, for LaunchDependent
+	lca     uintptr
 }
 
 // Open loads the driver, initializes it, retains device opts.Device's primary

@@ -25,7 +25,7 @@ type driver struct {
 	cuStreamCreate, cuStreamDestroy, cuStreamSynchronize                                 uintptr
 	cuEventCreate, cuEventDestroy, cuEventRecord, cuEventSynchronize, cuEventElapsedTime uintptr
 	cuModuleLoadDataEx, cuModuleUnload, cuModuleGetFunction                              uintptr
-	cuFuncGetAttribute, cuFuncSetAttribute, cuLaunchKernel                               uintptr
+	cuFuncGetAttribute, cuFuncSetAttribute, cuLaunchKernel, cuLaunchKernelEx             uintptr
 	cuStreamBeginCapture, cuStreamEndCapture, cuStreamGetCaptureInfo                     uintptr
 	cuGraphInstantiate, cuGraphLaunch, cuGraphDestroy, cuGraphExecDestroy                uintptr
 	cuGraphGetNodes, cuGraphExecKernelNodeSetParams                                      uintptr
@@ -86,6 +86,7 @@ func (d *driver) symbols() []struct {
 		{"cuFuncGetAttribute", &d.cuFuncGetAttribute, false},
 		{"cuFuncSetAttribute", &d.cuFuncSetAttribute, false},
 		{"cuLaunchKernel", &d.cuLaunchKernel, false},
+		{"cuLaunchKernelEx", &d.cuLaunchKernelEx, true},
 		{"cuStreamBeginCapture_v2", &d.cuStreamBeginCapture, true},
 		{"cuStreamEndCapture", &d.cuStreamEndCapture, true},
 		{"cuStreamGetCaptureInfo_v2", &d.cuStreamGetCaptureInfo, true},

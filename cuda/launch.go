@@ -91,3 +91,53 @@ func (f *Function) Launch(s *Stream, grid, block Dim3, shared int, p *Params) er
 	}
 	return nil
 }
+
+// CUlaunchConfig: grid and block dimensions, sharedMemBytes, 4 bytes of
+// padding, hStream, attrs, numAttrs (and padding); then the one
+// CUlaunchAttribute it points at: id, 4 bytes of padding, a 64-byte value.
+const (
+	launchConfigSize = 56
+	launchAttrSize   = 72
+	// CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+	attrProgrammaticSerialization = 6
+)
+
+// LaunchDependent is Launch as a programmatic dependent launch
+// (cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+// compute capability 9.0 and later): f's blocks may start once every block
+// of the kernel before it on s has exited, before that kernel's memory
+// operations are flushed, so f must execute griddepcontrol.wait before it
+// touches memory the work before it wrote. It saves the gap between two
+// kernels of a stream (and of a graph captured from one). It allocates
+// nothing.
+func (f *Function) LaunchDependent(s *Stream, grid, block Dim3, shared int, p *Params) error {
+	c := f.m.c
+	d := c.d
+	if err := d.need(d.cuLaunchKernelEx, "cuLaunchKernelEx"); err != nil {
+		return err
+	}
+	if c.lc == nil {
+		c.lc, c.lca = c.slab.alloc(launchConfigSize + launchAttrSize)
+	}
+	gx, gy, gz := grid.dims()
+	bx, by, bz := block.dims()
+	b, le := c.lc, binary.LittleEndian
+	le.PutUint32(b[0:], uint32(gx))
+	le.PutUint32(b[4:], uint32(gy))
+	le.PutUint32(b[8:], uint32(gz))
+	le.PutUint32(b[12:], uint32(bx))
+	le.PutUint32(b[16:], uint32(by))
+	le.PutUint32(b[20:], uint32(bz))
+	le.PutUint32(b[24:], uint32(shared))
+	le.PutUint64(b[32:], uint64(s.handle()))
+	le.PutUint64(b[40:], uint64(c.lca+launchConfigSize))
+	le.PutUint32(b[48:], 1)
+	le.PutUint32(b[launchConfigSize:], attrProgrammaticSerialization)
+	le.PutUint32(b[launchConfigSize+8:], 1)
+	a := &c.args
+	a[0], a[1], a[2], a[3] = c.lca, f.h, p.addr(), 0
+	if r := callv(d.cuLaunchKernelEx, a[:4]); r != Success {
+		return d.check("cuLaunchKernelEx("+f.name+")", r)
+	}
+	return nil
+}

@@ -483,6 +483,71 @@ func TestGraph(t *testing.T) {
 	}
 }
 
+// TestLaunchDependent: a programmatic dependent launch runs like a launch
+// and is marked so, on a stream and as a captured node, whose mark survives
+// a parameter update.
+func TestLaunchDependent(t *testing.T) {
+	c := open(t)
+	f := addKernel(t, c)
+	x, err := c.Alloc(16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Free(x)
+	if err := c.Memset(x, 0, 16); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Destroy()
+	p := c.NewParams(8, 4, 4)
+	p.SetPtr(0, x)
+	p.SetU32(1, 0, 4)
+	p.SetU32(2, 0, 1)
+	if err := f.Launch(s, cuda.Dim3{X: 1}, cuda.Dim3{X: 32}, 0, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.LaunchDependent(s, cuda.Dim3{X: 1}, cuda.Dim3{X: 32}, 0, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.BeginCapture(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.LaunchDependent(s, cuda.Dim3{X: 1}, cuda.Dim3{X: 32}, 0, p); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.LastCaptured()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := s.EndCapture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Destroy()
+	e, err := g.Instantiate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Destroy()
+	p.SetU32(2, 0, 10)
+	if err := e.SetKernelParams(n, f, cuda.Dim3{X: 1}, cuda.Dim3{X: 32}, 0, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Launch(s); err != nil {
+		t.Fatal(err)
+	}
+	if got := readU32s(t, c, x, 4); fmt.Sprint(got) != "[12 12 12 12]" {
+		t.Errorf("after 1 + 1 + 10: %v", got)
+	}
+	ls := launches(t)
+	if len(ls) != 3 || ls[0].Dependent || !ls[1].Dependent || !ls[2].Dependent {
+		t.Errorf("launches %+v: want the last two dependent", ls)
+	}
+}
+
 // TestThreading checks the one-goroutine rule: another goroutine's calls
 // fail until it attaches the context.
 func TestThreading(t *testing.T) {
@@ -547,6 +612,14 @@ func TestHotPathAllocs(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Errorf("Launch: %v allocations per call", n)
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		p.SetU32(2, 0, 1)
+		if err := f.LaunchDependent(s, cuda.Dim3{X: 1}, cuda.Dim3{X: 32}, 0, p); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("LaunchDependent: %v allocations per call", n)
 	}
 	if err := s.BeginCapture(); err != nil {
 		t.Fatal(err)

@@ -20,7 +20,8 @@ import (
 //   - "cuda": the same kernels compiled to PTX and dispatch code on an NVIDIA
 //     GPU (internal/cudadev). Without a driver or a GPU it fails with
 //     cuda.ErrUnavailable. INGOT_CUDA_GRAPHS=0 launches every kernel on its
-//     own instead of replaying decode steps as CUDA graphs (to compare).
+//     own instead of replaying decode steps as CUDA graphs (to compare);
+//     INGOT_CUDA_PDL=0 launches without programmatic dependent launch.
 func openMetal(name string, threads int) (Backend, error) {
 	var dev metal.Device
 	switch name {
@@ -37,7 +38,7 @@ func openMetal(name string, threads int) (Backend, error) {
 		}
 		dev = d
 	case "cuda":
-		d, err := cudadev.Open(cudadev.Options{NoGraphs: os.Getenv("INGOT_CUDA_GRAPHS") == "0"})
+		d, err := cudadev.Open(cudadev.Options{NoGraphs: os.Getenv("INGOT_CUDA_GRAPHS") == "0", NoPDL: os.Getenv("INGOT_CUDA_PDL") == "0"})
 		if err != nil {
 			return nil, fmt.Errorf("kernels: cuda: %w", err)
 		}

@@ -107,6 +107,8 @@ type Launch struct {
 	Name   string
 	Dims   [7]uint32 // grid x, y, z, block x, y, z, dynamic shared bytes
 	Params []byte    // the parameter slots concatenated, unpadded
+	// Dependent: launched (or captured) as a programmatic dependent launch
+	Dependent bool
 }
 
 // Launches returns the launches recorded since the last stub_reset.
@@ -121,6 +123,7 @@ func Launches(tb testing.TB) []Launch {
 			uintptr(unsafe.Pointer(&l.Dims[0])), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
 		l.Name = string(name[:bytes.IndexByte(name, 0)])
 		l.Params = b[:n]
+		l.Dependent = Call(tb, "stub_launch_dependent", uintptr(i)) == 1
 		out = append(out, l)
 	}
 	return out

@@ -80,6 +80,7 @@ struct launch {
 	unsigned char bytes[1024];
 	int nbytes;
 	void *stream;
+	int dependent; // launched with programmatic stream serialization
 };
 
 struct obj {
@@ -635,6 +636,48 @@ CUresult cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigne
 	return run(&l);
 }
 
+// cuLaunchKernelEx: the CUDA 12 launch with a config and attributes; the stub
+// knows CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION (6) and
+// records it (stub_launch_dependent), and refuses other attributes.
+struct launch_attr {
+	int id;
+	int pad;
+	union {
+		int i;
+		char bytes[64];
+	} value;
+};
+struct launch_config {
+	unsigned gx, gy, gz, bx, by, bz, shared;
+	void *stream;
+	struct launch_attr *attrs;
+	unsigned nattrs;
+};
+
+CUresult cuLaunchKernelEx(const struct launch_config *c, void *fn, void **params, void **extra) {
+	NEED_CTX;
+	if (!c || (c->nattrs && !c->attrs))
+		return INVALID_VALUE;
+	int dependent = 0;
+	for (unsigned i = 0; i < c->nattrs; i++) {
+		if (c->attrs[i].id != 6)
+			return INVALID_VALUE;
+		dependent = c->attrs[i].value.i != 0;
+	}
+	int before = nlaunches;
+	struct obj *s = c->stream ? valid(c->stream, K_STREAM) : NULL;
+	CUresult r = cuLaunchKernel(fn, c->gx, c->gy, c->gz, c->bx, c->by, c->bz, c->shared, c->stream, params, extra);
+	if (r != OK)
+		return r;
+	if (s && s->capturing)
+		s->last->launch.dependent = dependent;
+	else if (before < 1024 && nlaunches > before)
+		launches[before].dependent = dependent;
+	return OK;
+}
+
+int stub_launch_dependent(int i) { return i >= 0 && i < nlaunches && i < 1024 ? launches[i].dependent : -1; }
+
 // ---- graphs ---------------------------------------------------------------------------------------
 CUresult cuStreamBeginCapture_v2(void *stream, int mode) {
 	NEED_CTX;
@@ -743,6 +786,7 @@ CUresult cuGraphExecKernelNodeSetParams(void *exec, void *node, const struct ker
 						 p->params, p->extra);
 			if (r != OK)
 				return r;
+			l.dependent = e->node_launch[i].dependent; // an edge's kind, not a parameter
 			e->node_launch[i] = l;
 			return OK;
 		}

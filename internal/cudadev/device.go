@@ -22,6 +22,11 @@
 //     one (a decode step: the same ops every token) replays that one's CUDA
 //     graph instead, with the arguments that changed (positions, lengths,
 //     grids) updated in its nodes: one launch instead of hundreds.
+//   - On compute capability 9.0 and later every kernel is a programmatic
+//     dependent launch: its module is loaded with griddepcontrol.wait at the
+//     top of every entry (gridDependent), so a kernel's launch overlaps the
+//     end of the one before it while it still reads only what that one
+//     wrote when it completed.
 //
 // The driver's context is current on one OS thread: every driver call runs
 // on a goroutine locked to it, which the Device's methods hand their work to,
@@ -64,6 +69,7 @@ type Device struct {
 	graphs   []*graph // most recently used first
 	events   []*cuda.Event
 	noGraphs bool
+	pdl      bool      // programmatic dependent launches (see gridDependent)
 	prof     *profiler // nil unless profiling
 }
 
@@ -98,6 +104,7 @@ type Options struct {
 	Library  string // the driver library; "": $INGOT_CUDA_LIB, else libcuda.so.1
 	Device   int    // the device ordinal
 	NoGraphs bool   // launch every command buffer's kernels one by one (for comparison)
+	NoPDL    bool   // no programmatic dependent launches (for comparison)
 	// Profile times every kernel and writes the totals here at Release
 	// (INGOT_CUDA_PROFILE=1: to stderr); see profiler. ProfileBlock is the
 	// blocker's size in bytes (0: 8 GiB).
@@ -135,6 +142,7 @@ func (d *Device) loop(o Options, opened chan<- error) {
 		}
 		if err == nil {
 			d.cc[0], d.cc[1], err = c.ComputeCapability()
+			d.pdl = !o.NoPDL && d.prof == nil && d.cc[0] >= 9
 		}
 		if err != nil {
 			c.Close()
@@ -319,6 +327,9 @@ func (d *Device) Pipeline(name string) (metal.Pipeline, error) {
 			if !ok {
 				return fmt.Errorf("cudadev: no PTX module %q", k.Module)
 			}
+			if d.pdl {
+				src, _ = gridDependent(src)
+			}
 			var err error
 			if m, err = d.c.LoadModule(k.Module, src); err != nil {
 				return err
@@ -420,12 +431,21 @@ func (cb *commandBuffer) Commit() {
 		}
 		for i := range cb.launches {
 			l := &cb.launches[i]
-			if err := l.p.f.Launch(d.s, l.grid, l.block, l.shared, cb.fill(l, cb.constBuf)); err != nil {
+			if err := d.launch(l, cb.fill(l, cb.constBuf)); err != nil {
 				return err
 			}
 		}
 		return cb.end.Record(d.s)
 	})
+}
+
+// launch enqueues l with parameters p on the device's stream: a
+// programmatic dependent launch where the device makes them.
+func (d *Device) launch(l *launch, p *cuda.Params) error {
+	if d.pdl {
+		return l.p.f.LaunchDependent(d.s, l.grid, l.block, l.shared, p)
+	}
+	return l.p.f.Launch(d.s, l.grid, l.block, l.shared, p)
 }
 
 // fill sets l's pipeline's parameter block to l's arguments, pointing its
@@ -521,7 +541,7 @@ func (cb *commandBuffer) capture() (*graph, error) {
 	for i := range cb.launches {
 		l := &cb.launches[i]
 		p := cb.fill(l, g.consts)
-		if err = l.p.f.Launch(d.s, l.grid, l.block, l.shared, p); err != nil {
+		if err = d.launch(l, p); err != nil {
 			break
 		}
 		var n cuda.GraphNode

@@ -98,10 +98,13 @@ func TestStub(t *testing.T) {
 // TestStubGraphs: a command buffer of 8 or more launches runs as a CUDA
 // graph; the next one of the same kernels replays it with the arguments that
 // changed (a different eps, a different grid) updated in the nodes, so the
-// launches the stub runs carry exactly what was encoded each time.
+// launches the stub runs carry exactly what was encoded each time. On the
+// stub's compute capability 9.0 every launch is a programmatic dependent one
+// but with NoPDL.
 func TestStubGraphs(t *testing.T) {
-	for _, noGraphs := range []bool{false, true} {
-		d, err := cudadev.Open(cudadev.Options{Library: cudatest.Stub(t), NoGraphs: noGraphs})
+	for i, noGraphs := range []bool{false, true, false} {
+		noPDL := i == 2
+		d, err := cudadev.Open(cudadev.Options{Library: cudatest.Stub(t), NoGraphs: noGraphs, NoPDL: noPDL})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,6 +141,9 @@ func TestStubGraphs(t *testing.T) {
 				}
 				if got := math.Float32frombits(binary.LittleEndian.Uint32(l.Params[4:])); got != want || l.Dims[0] != uint32(rows) {
 					t.Errorf("graphs %v, step %d, launch %d: eps %v over %d rows, want %v over %d", !noGraphs, step, i, got, l.Dims[0], want, rows)
+				}
+				if l.Dependent == noPDL {
+					t.Errorf("graphs %v, NoPDL %v, step %d, launch %d: dependent %v", !noGraphs, noPDL, step, i, l.Dependent)
 				}
 			}
 		}
