@@ -86,6 +86,18 @@ using namespace metal;
 
 #define MVNV_RT 2 // rows per thread
 
+// mvnv_grid_wait marks where a programmatic dependent launch of the kernel
+// waits for the kernels before it: on GPUs that have it, cudadev's
+// gridDependent turns the marker into griddepcontrol.wait (elsewhere it is a
+// PTX comment, and on Metal and the interpreter nothing). What comes before
+// it may read only memory those kernels do not write: the weights. The asm's
+// memory clobber keeps every load after it (x) after it.
+#if defined(__INGOT_PTX__)
+inline void mvnv_grid_wait() { __asm__ __volatile__("// ingot:griddepcontrol.wait" ::: "memory"); }
+#else
+inline void mvnv_grid_wait() {}
+#endif
+
 // mvnv_sb widens one (scale, bias) pair: bf16 pairs are a word (scale in the
 // low half), f16 pairs a half2, f32 pairs a float2.
 inline float2 mvnv_sb(uint p) { return float2(as_type<float>(p << 16), as_type<float>(p & 0xffff0000u)); }
@@ -373,6 +385,7 @@ kernel void matvec_q_nv(
     uint4  q[U * MVNV_RT], q1[U * MVNV_RT];
     float2 ab[U * MVNV_RT], ab1[U * MVNV_RT];
     mvnv_load<BITS, P, GLU>(w, sb, w1, sb1, wrow, sbrow, k0, K, args.group_shift, lanes, c, q, ab);
+    mvnv_grid_wait(); // the weights' first loads go out while the kernel before ends
     if (XS) { // x (K floats, K a multiple of 4) into xs, 8 float4 loads in flight a thread
         const uint n4 = K / 4, ntg = nsg * 32, t = sg * 32 + lane;
         device const float4 * x4 = (device const float4 *)x;
