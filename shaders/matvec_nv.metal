@@ -373,11 +373,10 @@ kernel void matvec_q_nv(
         sbrow[r] = n * ng;
         acc[r] = 0.0f;
     }
-    // The first two iterations' loads go out before the grid-dependency
-    // wait and x's staging, and each later iteration's loads right after the
-    // arithmetic of the one two before it: a lane keeps two iterations'
-    // codes in flight (a decode mat-vec lasts a few memory latencies, so what
-    // waits for what decides its time). Every iteration
+    // The first iteration's loads go out before x is staged, and each
+    // iteration's loads before the previous one's arithmetic: a lane keeps
+    // two iterations' codes in flight (a decode mat-vec lasts a few memory
+    // latencies, so what waits for what decides its time). Every iteration
     // runs the one guarded body: on the H100 a second, unguarded copy of it
     // (or a loop unrolled by two) made the q4 kernel slower, not faster.
     const uint step = lanes * U * CPL; // columns per iteration
@@ -386,8 +385,7 @@ kernel void matvec_q_nv(
     uint4  q[U * MVNV_RT], q1[U * MVNV_RT];
     float2 ab[U * MVNV_RT], ab1[U * MVNV_RT];
     mvnv_load<BITS, P, GLU>(w, sb, w1, sb1, wrow, sbrow, k0, K, args.group_shift, lanes, c, q, ab);
-    mvnv_load<BITS, P, GLU>(w, sb, w1, sb1, wrow, sbrow, k0 + stride, K, args.group_shift, lanes, c, q1, ab1);
-    mvnv_grid_wait(); // the weights' first two iterations go out while the kernel before ends
+    mvnv_grid_wait(); // the weights' first loads go out while the kernel before ends
     if (XS) { // x (K floats, K a multiple of 4) into xs, 8 float4 loads in flight a thread
         const uint n4 = K / 4, ntg = nsg * 32, t = sg * 32 + lane;
         device const float4 * x4 = (device const float4 *)x;
@@ -406,7 +404,8 @@ kernel void matvec_q_nv(
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
     }
-    for (; k0 < K; k0 += stride) { // q, ab hold iteration k0; q1, ab1 the next
+    for (; k0 < K; k0 += stride) { // q, ab hold iteration k0
+        mvnv_load<BITS, P, GLU>(w, sb, w1, sb1, wrow, sbrow, k0 + stride, K, args.group_shift, lanes, c, q1, ab1);
         if (XI) {
             mvni_dot<BITS>((device const uchar *)x, xmeta, q, ab, k0, K, lanes, c, acc);
         } else {
@@ -417,7 +416,6 @@ kernel void matvec_q_nv(
             q[i] = q1[i];
             ab[i] = ab1[i];
         }
-        mvnv_load<BITS, P, GLU>(w, sb, w1, sb1, wrow, sbrow, k0 + 2 * stride, K, args.group_shift, lanes, c, q1, ab1);
     }
     // Sum the lanes of each row: a butterfly over the low lane bits.
     #pragma unroll
