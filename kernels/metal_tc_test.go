@@ -15,7 +15,8 @@ import (
 )
 
 // mmaTestSource holds test kernels of shaders/mma.h: mma_frag runs one
-// mma_m16n8k16_bf16 a simdgroup on fragments made by the host; mma_tile
+// mma_m16n8k16_bf16 a simdgroup on fragments made by the host, mma_frag8 one
+// mma_m16n8k32_s8u8; mma_tile
 // stages a row-major A and a "col" B in threadgroup memory (stride 12 words),
 // loads the fragments with mma_load_a and mma_load_b, and writes D row-major
 // from the C/D layout; mma_split writes mma_split3's pieces of each x.
@@ -46,6 +47,13 @@ kernel void mma_tile(device const uint * a [[buffer(0)]], device const uint * b 
     d[g * 8 + 2 * t + 1] = r.y;
     d[(g + 8) * 8 + 2 * t] = r.z;
     d[(g + 8) * 8 + 2 * t + 1] = r.w;
+}
+
+kernel void mma_frag8(device const uint4 * a [[buffer(0)]], device const uint2 * b [[buffer(1)]],
+                      device const int4 * c [[buffer(2)]], device int4 * d [[buffer(3)]],
+                      uint tg [[threadgroup_position_in_grid]], ushort lane [[thread_index_in_simdgroup]]) {
+    const uint i = tg * 32 + lane;
+    d[i] = mma_m16n8k32_s8u8(c[i], a[i], b[i], lane);
 }
 
 kernel void mma_split(device const float * x [[buffer(0)]], device uint4 * p [[buffer(1)]],
@@ -501,4 +509,88 @@ func BenchmarkMetalMatMulTC(b *testing.B) {
 		m = testMetal(b)
 	}
 	benchMatMulAB(b, m, []DType{DTypeQ4, DTypeQ8, DTypeBF16}, "tc", &nvTC)
+}
+
+// TestMMAInt8Fragments runs mma_m16n8k32_s8u8 on fragments laid out as the
+// PTX ISA documents them for mma.m16n8k32 with .s8/.u8 (groupID g = lane/4,
+// threadID_in_group t = lane%4; A: a0 … a15 in four registers, rows g, g+8,
+// g, g+8, columns 4t + i%4 (+16 for the last two registers); B: b0 … b7 in
+// two, rows 4t + i%4 (+16), column g; C/D: rows g, g, g+8, g+8, columns 2t,
+// 2t+1, 2t, 2t+1; the lowest index in the lowest byte), built here byte by
+// byte from A (signed), B (unsigned) and C, against the scalar integer
+// product: every bit must match. Random problems (four simdgroups a
+// dispatch, each its own) and the extremes (A = −128 and 127, B = 255, C near
+// ±2³⁰).
+func TestMMAInt8Fragments(t *testing.T) {
+	dev := mmaDevice(t)
+	r := rand.New(rand.NewPCG(7, 8))
+	for round := range 4 {
+		const groups = 4
+		var A [groups][16][32]int8
+		var B [groups][32][8]uint8
+		var C [groups][16][8]int32
+		for w := range groups {
+			for i := range 16 {
+				for k := range 32 {
+					switch round {
+					case 3: // extremes
+						A[w][i][k] = [2]int8{-128, 127}[(i+k+w)%2]
+					default:
+						A[w][i][k] = int8(r.IntN(256) - 128)
+					}
+				}
+				for n := range 8 {
+					C[w][i][n] = int32(r.IntN(1<<31) - 1<<30)
+				}
+			}
+			for k := range 32 {
+				for n := range 8 {
+					if round == 3 {
+						B[w][k][n] = 255
+					} else {
+						B[w][k][n] = uint8(r.IntN(256))
+					}
+				}
+			}
+		}
+		a := make([]byte, groups*32*16)
+		b := make([]byte, groups*32*8)
+		c := make([]byte, groups*32*16)
+		for w := range groups {
+			for lane := range 32 {
+				g, tq := lane/4, lane%4
+				i := w*32 + lane
+				for reg := range 4 { // a_{4reg} … a_{4reg+3}
+					row := g + 8*(reg%2)
+					for e := range 4 {
+						a[16*i+4*reg+e] = byte(A[w][row][4*tq+e+16*(reg/2)])
+					}
+				}
+				for reg := range 2 {
+					for e := range 4 {
+						b[8*i+4*reg+e] = B[w][4*tq+e+16*reg][g]
+					}
+				}
+				for j, rc := range [4][2]int{{g, 2 * tq}, {g, 2*tq + 1}, {g + 8, 2 * tq}, {g + 8, 2*tq + 1}} {
+					binary.LittleEndian.PutUint32(c[16*i+4*j:], uint32(C[w][rc[0]][rc[1]]))
+				}
+			}
+		}
+		out := mmaRun(t, dev, "mma_frag8", groups, 32, 0, a, b, c, make([]byte, groups*32*16))[3]
+		for w := range groups {
+			for lane := range 32 {
+				g, tq := lane/4, lane%4
+				for j, rc := range [4][2]int{{g, 2 * tq}, {g, 2*tq + 1}, {g + 8, 2 * tq}, {g + 8, 2*tq + 1}} {
+					want := int64(C[w][rc[0]][rc[1]])
+					for k := range 32 {
+						want += int64(A[w][rc[0]][k]) * int64(B[w][k][rc[1]])
+					}
+					got := int32(binary.LittleEndian.Uint32(out[16*(w*32+lane)+4*j:]))
+					if int64(got) != want {
+						t.Errorf("round %d simdgroup %d lane %d: D[%d][%d] = %d, want %d", round, w, lane, rc[0], rc[1], got, want)
+					}
+				}
+			}
+		}
+	}
 }
