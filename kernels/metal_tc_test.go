@@ -594,3 +594,203 @@ func TestMMAInt8Fragments(t *testing.T) {
 		}
 	}
 }
+
+type matmulTC8Case struct {
+	dt         DType
+	L, N, K, G int
+	extreme    bool // x with outliers, tiny pieces and zero tokens
+}
+
+func (c matmulTC8Case) String() string {
+	return fmt.Sprintf("w=%s/L=%d/N=%d/K=%d/G=%d/extreme=%v", c.dt, c.L, c.N, c.K, c.G, c.extreme)
+}
+
+// matmulTC8Cases sit at matmul_tc8's cutoffs: L around the 16-token m-tiles
+// and 64-token tiles (1, 2, 15, 17, 63, 65, 130), N around the 8-row n-tiles
+// and 128-row tiles (8, 127, 129, 200), K one, two and three groups of 32, 64
+// and 128 (quantx_tc8's threadgroup of four pieces: full, partial, several),
+// both bit widths; each (L, N) with one K in turn, the corner (65, 129) with
+// every K, and every other case's x extreme (tc8X).
+func matmulTC8Cases() []matmulTC8Case {
+	shapes := [][2]int{{1, 8}, {2, 127}, {15, 129}, {17, 200}, {63, 8}, {65, 129}, {130, 200}}
+	var cs []matmulTC8Case
+	for wi, w := range []struct {
+		dt DType
+		G  int
+	}{{DTypeQ4, 32}, {DTypeQ4, 64}, {DTypeQ4, 128}, {DTypeQ8, 32}, {DTypeQ8, 64}, {DTypeQ8, 128}} {
+		Ks := []int{w.G, 2 * w.G, 3 * w.G}
+		for i, s := range shapes {
+			if w.G == 128 && s[0]*s[1] > 64*128 {
+				continue // K up to 384: the small shapes only
+			}
+			for j, K := range Ks {
+				if s == [2]int{65, 129} || j == (i+wi)%len(Ks) {
+					cs = append(cs, matmulTC8Case{w.dt, s[0], s[1], K, w.G, len(cs)%2 == 1})
+				}
+			}
+		}
+	}
+	return cs
+}
+
+// tc8X returns x (L, K): Gaussian, or extreme: every 7th column ×10³, every
+// fifth 32-column piece ×10⁻¹² (values spanning 10¹⁵), every fifth token
+// from the fourth zero, and one zero piece.
+func tc8X(L, K int, extreme bool, seed uint64) []float32 {
+	x := randn(L*K, seed)
+	if !extreme {
+		return x
+	}
+	for l := range L {
+		for k := range K {
+			v := &x[l*K+k]
+			switch {
+			case l%5 == 3, l == 0 && k < 32:
+				*v = 0
+			case k%7 == 0:
+				*v *= 1e3
+			case (k/32)%5 == 4:
+				*v *= 1e-12
+			}
+		}
+	}
+	return x
+}
+
+// TestMetalMatMulTC8 runs the int8 tensor-core prefill (quantx_<w>_f32_tc8,
+// then matmul_<w>_f32_tc8; on the interpreter mma.h's portable form with the
+// kernel's exact data flow) over matmulTC8Cases, with y poisoned first,
+// against the float64 product. The bound is derived, not fitted: x's
+// rounding to its piece's grid costs at most |s|·Σ|q − c|·dx/2 a piece
+// (quantSlack's exact per-piece sum, P = 32: ≤ 16.2·2⁻²⁴·2^b|s|·Σ|x| of the
+// piece, reached only by a piece of one outlier among values just above
+// dx/2), and f32 rounding after the exact integer sums at most (K/32 + 10)·
+// 2⁻²⁴·Σ|x|(2^b|s| + |b|): the products' chain of K/32 piece terms (gacc,
+// then acc) rounds once a term, and each term carries at most 10 roundings of
+// its own (V's two adds and their 1.5·2²³ offset, the fma with dx, Σx's
+// five-level butterfly and its sum over the group, the fold's add and two
+// fmas). The worst seen is logged in units of 2⁻²⁴·Σ|x|(2^b|s| + |b|) over the
+// Gaussian cases and as a fraction of the bound over all.
+func TestMetalMatMulTC8(t *testing.T) {
+	m := testMetalTC(t, 8)
+	m.nvTC8 = true
+	defer func() { m.nvTC8 = false }()
+	var worstUnits, worstFrac float64
+	for _, tc := range matmulTC8Cases() {
+		t.Run(tc.String(), func(t *testing.T) {
+			hw := hostQuant(tc.dt, tc.N, tc.K, tc.G, uint64(tc.N*tc.K+tc.L))
+			x := tc8X(tc.L, tc.K, tc.extreme, uint64(tc.L+tc.K))
+			w, err := m.Upload(hw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, scale := tcRef(hw, nil, x, tc.L, tc.N, tc.K)
+			y := put(m, nan(tc.L*tc.N), tc.L, tc.N)
+			m.ResetStats()
+			if !m.matmulNV(y, put(m, x, tc.L, tc.K), w, tc.L, tc.N, tc.K) {
+				t.Fatal("matmulNV did not run")
+			}
+			if s, name := m.Stats(), matmulTC8Name(w); s.Dispatches != 2 || m.last != name {
+				t.Errorf("%d dispatches, the last %s; want 2, %s", s.Dispatches, m.last, name)
+			}
+			got := get(t, m, y)
+			bad := 0
+			for l := range tc.L {
+				slack := quantSlack(hw, x[l*tc.K:(l+1)*tc.K], 32)
+				for n := range tc.N {
+					i := l*tc.N + n
+					d := math.Abs(float64(got[i]) - want[i])
+					lim := slack[n] + float64(tc.K/32+10)*0x1p-24*scale[i]
+					if !tc.extreme && scale[i] > 0 {
+						worstUnits = max(worstUnits, d/(0x1p-24*scale[i]))
+					}
+					if lim > 0 {
+						worstFrac = max(worstFrac, d/lim)
+					}
+					if !(d <= lim) {
+						if bad++; bad <= 5 {
+							t.Errorf("y[%d][%d] = %.8g, want %.8g: |diff| %.3g > %.3g NOT OK", l, n, got[i], want[i], d, lim)
+						}
+					}
+				}
+			}
+			if bad > 5 {
+				t.Errorf("%d outputs out of bounds", bad)
+			}
+		})
+	}
+	t.Logf("worst error: %.3g·2⁻²⁴·Σ|x|(2^b|s|+|b|) (Gaussian x), %.3g of the bound (all)", worstUnits, worstFrac)
+	for _, name := range []string{"quantx_q4_f32_tc8", "quantx_q8_f32_tc8", "matmul_q4_f32_tc8", "matmul_q8_f32_tc8"} {
+		if m.pipes[name] == nil {
+			t.Errorf("%s never ran", name)
+		}
+	}
+}
+
+// TestMetalMatMulTC8Select: with nvTC8 on, q4 and q8 weights of groups 32,
+// 64, 128 take the int8 kernels, other groups and bf16 stay on
+// matmul_<w>_f32_tc; with it off (the default), every weight stays there.
+func TestMetalMatMulTC8Select(t *testing.T) {
+	m := testMetalTC(t, 8)
+	for _, c := range []struct {
+		dt   DType
+		G    int
+		on   bool
+		want string
+	}{
+		{DTypeQ4, 64, true, "matmul_q4_f32_tc8"},
+		{DTypeQ8, 128, true, "matmul_q8_f32_tc8"},
+		{DTypeQ4, 256, true, "matmul_q4_f32_tc"},
+		{DTypeQ4, 64, false, "matmul_q4_f32_tc"},
+		{DTypeQ8, 32, false, "matmul_q8_f32_tc"},
+	} {
+		t.Run(fmt.Sprintf("w=%s/G=%d/tc8=%v", c.dt, c.G, c.on), func(t *testing.T) {
+			m.nvTC8 = c.on
+			defer func() { m.nvTC8 = false }()
+			const L, N = 3, 17
+			K := max(c.G, 64)
+			hw := hostQuant(c.dt, N, K, c.G, 9)
+			w, err := m.Upload(hw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x := randn(L*K, 10)
+			y := put(m, nan(L*N), L, N)
+			m.MatMul(y, put(m, x, L, K), w)
+			if m.last != c.want {
+				t.Errorf("ran %s, want %s", m.last, c.want)
+			}
+			want, scale := tcRef(hw, nil, x, L, N, K)
+			got := get(t, m, y)
+			for l := range L {
+				slack := quantSlack(hw, x[l*K:(l+1)*K], 32)
+				for n := range N {
+					i := l*N + n
+					if d, lim := math.Abs(float64(got[i])-want[i]), slack[n]+float64(K/32+10)*0x1p-24*scale[i]; !(d <= lim) {
+						t.Errorf("y[%d][%d] = %.8g, want %.8g: |diff| %.3g > %.3g", l, n, got[i], want[i], d, lim)
+					}
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkMetalMatMulTC8 times prefill, matmul_<w>_f32_tc8 (with its
+// quantx launch) against matmul_<w>_f32_tc (tc8=false) in one run; see
+// benchMatMulAB. On the interpreter it runs on a device reporting compute
+// capability 9.0.
+func BenchmarkMetalMatMulTC8(b *testing.B) {
+	var m *Metal
+	if name := os.Getenv("INGOT_TEST_BACKEND"); name == "" || name == "metal-emu" {
+		d, err := NewMetal(ccDevice{msltest.Open(b, ShaderFiles()...), 9, 0})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer d.Close()
+		d.shape = shapeNVIDIA
+		m = d
+	} else {
+		m = testMetal(b)
+	}
+	benchMatMulAB(b, m, []DType{DTypeQ4, DTypeQ8}, "tc8", &m.nvTC8)
+}

@@ -139,7 +139,9 @@ inline float4 mma_m16n8k16_bf16(float4 c, uint4 a, uint2 b, uint lane) {
 // bytes, "col") + C, one simdgroup-collective operation like
 // mma_m16n8k16_bf16. Its fragments (PTX ISA, "Matrix Fragments for
 // mma.m16n8k32" with .s8/.u8; the same layout as llama.cpp's
-// ggml-cuda/mma.cuh mma_A_I16K8<int>, mma_B_J8K8<int> and mma_C_I16J8<int>),
+// ggml-cuda/mma.cuh mma_A_I16K8<int>, mma_B_J8K8<int> and mma_C_I16J8<int>;
+// the mixed .s8.u8 form is CUTLASS's SM80_16x8x32_S32S8U8S32_TN, in
+// cute/arch/mma_sm80.hpp),
 // with g = lane/4 and t = lane%4, each 32-bit word holding four bytes (the
 // lowest column or row index in the lowest byte):
 //
