@@ -794,3 +794,76 @@ func BenchmarkMetalMatMulTC8(b *testing.B) {
 	}
 	benchMatMulAB(b, m, []DType{DTypeQ4, DTypeQ8}, "tc8", &m.nvTC8)
 }
+
+// TestMetalQuantXTC8 checks quantx_<q4|q8>_f32_tc8 against its definition,
+// token by token and piece by piece (32 columns): dx = amax/8290000, every
+// x_k rounded to the nearest multiple of dx (|x − dx·t| ≤ dx/2, |t| ≤
+// 8290000), t's three signed bytes at the places matmul_<w>_f32_tc8 stages
+// them (q4: byte (2·(j/8) + j%2)·4 + (j%8)/2 of the piece's plane holds
+// column j; q8: byte j), and each group's Σx and c·Σ(x − dx·t) to f32
+// rounding; groups of 32, 64, 128, K a partial and a full threadgroup of four
+// pieces and more, x spanning 10¹⁵ with zero pieces.
+func TestMetalQuantXTC8(t *testing.T) {
+	m := testMetalTC(t, 8)
+	for _, c := range []struct {
+		dt      DType
+		L, K, G int
+	}{{DTypeQ4, 3, 96, 32}, {DTypeQ8, 2, 256, 64}, {DTypeQ4, 2, 640, 128}, {DTypeQ8, 5, 384, 128}} {
+		t.Run(fmt.Sprintf("w=%s/L=%d/K=%d/G=%d", c.dt, c.L, c.K, c.G), func(t *testing.T) {
+			L, K, G := c.L, c.K, c.G
+			hw := hostQuant(c.dt, 8, K, G, 3)
+			w, err := m.Upload(hw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x := tc8X(L, K, true, uint64(K))
+			m.nvTC8 = true
+			defer func() { m.nvTC8 = false }()
+			m.matmulNV(m.New(L, 8), put(m, x, L, K), w, L, 8, K)
+			n, dxOff, gsOff := quantXTC8Bytes(L, K, G)
+			raw := get(t, m, &Tensor{DType: DTypeF32, Shape: []int{n / 4}, Buf: m.nvQX8})
+			byteAt := func(i int) int8 { return int8(math.Float32bits(raw[i/4]) >> (8 * (i % 4))) }
+			cc := float64(int(1)<<c.dt.Bits()-1) / 2
+			for l := range L {
+				for gi := range K / G {
+					wsx, we := 0.0, 0.0
+					for p := gi * G / 32; p < (gi+1)*G/32; p++ {
+						amax := float32(0)
+						for j := range 32 {
+							amax = max(amax, float32(math.Abs(float64(x[l*K+32*p+j]))))
+						}
+						dx := raw[dxOff/4+p*L+l]
+						if want := amax / 8290000; dx != want {
+							t.Fatalf("token %d piece %d: dx %g, want %g", l, p, dx, want)
+						}
+						for j := range 32 {
+							b := j
+							if c.dt == DTypeQ4 {
+								b = (2*(j/8)+j%2)*4 + (j%8)/2
+							}
+							at := func(plane int) int { return int(byteAt(((p*L+l)*3+plane)*32 + b)) }
+							tk := at(0)<<16 + at(1)<<8 + at(2)
+							xk := float64(x[l*K+32*p+j])
+							if d := math.Abs(xk - float64(dx)*float64(tk)); d > float64(dx)/2 || tk > 8290000 || tk < -8290000 {
+								t.Fatalf("token %d piece %d column %d: x %g, t %d: |x − dx·t| %g > dx/2 %g", l, p, j, xk, tk, d, dx/2)
+							}
+							wsx += xk
+							we += xk - float64(dx)*float64(tk)
+						}
+					}
+					sx, ce := float64(raw[gsOff/4+2*(gi*L+l)]), float64(raw[gsOff/4+2*(gi*L+l)+1])
+					amax := 0.0
+					for k := gi * G; k < (gi+1)*G; k++ {
+						amax = max(amax, math.Abs(float64(x[l*K+k])))
+					}
+					if d := math.Abs(sx - wsx); d > 0x1p-20*amax*float64(G) {
+						t.Errorf("token %d group %d: Σx %g, want %g", l, gi, sx, wsx)
+					}
+					if d := math.Abs(ce - cc*we); d > 0x1p-20*cc*amax/8290000*float64(G) {
+						t.Errorf("token %d group %d: c·E %g, want %g", l, gi, ce, cc*we)
+					}
+				}
+			}
+		})
+	}
+}
