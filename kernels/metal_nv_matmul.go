@@ -206,14 +206,14 @@ func (m *Metal) matmulTC8(dst, x, w *Tensor, L, N, K int, name string) bool {
 	if w.DType == DTypeQ8 {
 		quant = "quantx_q8_f32_tc8"
 	}
-	// (⌈(K/G)/4⌉, L) threadgroups of 128 threads: a simdgroup a group of a token.
+	// (L, ⌈(K/G)/4⌉) threadgroups of 128 threads: a simdgroup a group of a token.
 	m.begin(quant)
 	setArgs(m, args)
 	m.in(1, x)
 	m.bind(2, m.nvQX8, 0, true)
 	m.bind(3, m.nvQX8, dxOff, true)
 	m.bind(4, m.nvQX8, gsOff, true)
-	m.run(metal.Size{W: (K/G + 3) / 4, H: L, D: 1}, metal.Size{W: mmt8QThreads, H: 1, D: 1})
+	m.run(metal.Size{W: L, H: (K/G + 3) / 4, D: 1}, metal.Size{W: mmt8QThreads, H: 1, D: 1})
 	// (⌈N/128⌉, ⌈L/64⌉) threadgroups of 256 threads, as matmul_<w>_f32_tc.
 	m.begin(name)
 	setArgs(m, args)

@@ -381,8 +381,9 @@ template [[host_name("matmul_q8_f32_tc")]] kernel matmul_q_tc_t matmul_q_tc<8>;
 #define MMT8_CSUM 827867529216.0f          // 1.5·(2³⁹ + 2³¹ + 2²³), exact in f32
 
 // quantx_<q4|q8>_f32_tc8: x (L, K) into the planes, dx and group sums of
-// matmul_<w>_f32_tc8 (above). Grid (⌈(K/G)/4⌉, L) threadgroups of 128
-// threads: simdgroup sg quantizes group 4·tg.x + sg of token tg.y, one piece
+// matmul_<w>_f32_tc8 (above). Grid (L, ⌈(K/G)/4⌉) threadgroups of 128
+// threads (tokens on x, which has no 65535 limit on CUDA): simdgroup sg
+// quantizes group 4·tg.y + sg of token tg.x, one piece
 // at a time, lane j taking column j (the rounding as quantx's: t = v/dx to
 // nearest, |t| ≤ MMT8_TMAX, x = 0 pieces dx = 0). Its lanes reduce absmax, Σx
 // and E by butterflies (every lane gets the same bits) and sum them over the
@@ -399,7 +400,7 @@ kernel void quantx_tc8(
         ushort sg   [[simdgroup_index_in_threadgroup]],
         ushort lane [[thread_index_in_simdgroup]]) {
     const uint L = args.L, K = args.K, G = args.group_size;
-    const uint gi = 4 * tg.x + sg, l = tg.y, j = lane;
+    const uint gi = 4 * tg.y + sg, l = tg.x, j = lane;
     if (gi < K / G) { // uniform in the simdgroup
         const uint b = BITS == 4 ? (2 * (j / 8) + j % 2) * 4 + (j % 8) / 2 : j; // byte in the piece's plane
         float sx = 0.0f, se = 0.0f;
