@@ -41,6 +41,8 @@ type Metal struct {
 	nvNoStage bool                                             // tests: the matvec_*_nv kernels that read x from device memory
 	nvInt     nvIntMode                                        // where the _nvi mat-vecs run (INGOT_NV_INT; tests)
 	nvQX      metal.Buffer                                     // quantx's output, grown on demand
+	nvTC8     bool                                             // q4/q8 prefill on the int8 tensor-core kernels (INGOT_NV_TC=int8; tests)
+	nvQX8     metal.Buffer                                     // quantx_tc8's output, grown on demand
 	noV16     bool                                             // tests: matvec_q4/q8_f32 instead of their _v16 forms
 	noMVB     bool                                             // tests: MatMul at 2 ≤ L ≤ 8 on the prefill tiles, as before the small-batch mat-vec
 	pipes     map[string]metal.Pipeline
@@ -127,7 +129,8 @@ func NewMetal(dev metal.Device) (*Metal, error) {
 		return nil, fmt.Errorf("kernels: metal: nil device")
 	}
 	m := &Metal{dev: dev, pipes: map[string]metal.Pipeline{}, shape: shapeOf(dev), nv: &nvTable{by: map[metal.Buffer][]nvPairs{}}, rows: 1,
-		nvInt: nvIntFromEnv(os.Getenv("INGOT_NV_INT")), nvGeom: nvGeomFromEnv(os.Getenv("INGOT_NV_GEOM"))}
+		nvInt: nvIntFromEnv(os.Getenv("INGOT_NV_INT")), nvGeom: nvGeomFromEnv(os.Getenv("INGOT_NV_GEOM")),
+		nvTC8: os.Getenv("INGOT_NV_TC") == "int8"}
 	if w, ok := dev.(metal.WorkLimiter); ok {
 		m.workLimit = w.CommandBufferWork()
 	}
@@ -149,7 +152,7 @@ func (m *Metal) NewStream() (Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.shape, s.nv, s.nvInt, s.nvGeom = m.shape, m.nv, m.nvInt, m.nvGeom // the kernels m's uploads were made for
+	s.shape, s.nv, s.nvInt, s.nvGeom, s.nvTC8 = m.shape, m.nv, m.nvInt, m.nvGeom, m.nvTC8 // the kernels m's uploads were made for
 	return s, nil
 }
 

@@ -68,7 +68,9 @@ const (
 
 // nvTC turns the tensor-core prefill (matmul_<w>_f32_tc) on where the GPU has
 // the tensor cores it needs. INGOT_NV_TC=0 turns it off, so that an A/B run on
-// a GPU times it against matmul_<w>_f32_nv (the SIMT kernel) in one build.
+// a GPU times it against matmul_<w>_f32_nv (the SIMT kernel) in one build;
+// INGOT_NV_TC=int8 keeps it on and takes the int8 kernels for q4/q8
+// (matmulTC8Name; the backend's nvTC8 field, which tests set).
 var nvTC = os.Getenv("INGOT_NV_TC") != "0"
 
 // tensorCores reports whether dev runs matmul_<w>_f32_tc: a device reporting a
@@ -118,6 +120,9 @@ func (m *Metal) matmulNV(dst, x, w *Tensor, L, N, K int) bool {
 		return false
 	}
 	if name := matmulTCName(w, K); name != "" && nvTC && tensorCores(m.dev) {
+		if name8 := matmulTC8Name(w); name8 != "" && m.nvTC8 {
+			return m.matmulTC8(dst, x, w, L, N, K, name8)
+		}
 		// (⌈N/128⌉, ⌈L/64⌉) threadgroups of 256 threads; x's bf16 pieces
 		// and Σx per token, W's bf16 and (scale, bias) per row staged.
 		m.begin(name)
@@ -140,5 +145,87 @@ func (m *Metal) matmulNV(dst, x, w *Tensor, L, N, K int) bool {
 	m.tgmem(0, 4*mmnvBK*mmnvXS)
 	m.tgmem(1, 4*mmnvBK*mmnvWS)
 	m.run(metal.Size{W: (N + mmnvBN - 1) / mmnvBN, H: (L + mmnvBM - 1) / mmnvBM, D: 1}, metal.Size{W: mmnvThreads, H: 1, D: 1})
+	return true
+}
+
+// Geometry of matmul_tc.metal's _tc8 kernels (the tiles are matmul_tc's).
+const (
+	mmt8RW       = 8                                   // MMT8_RW: words per staged row (32 bytes)
+	mmt8XWords   = 3*mmtcBM*mmt8RW + mmtcBM + 2*mmtcBM // xs: three planes, dx, (Σx, c·E) per token
+	mmt8WWords   = mmtcBN*mmt8RW + 2*mmtcBN            // ws: codes as bytes, (scale, bias) per row
+	mmt8QThreads = 128                                 // quantx_tc8: 4 groups a threadgroup
+)
+
+// matmulTC8Name returns the int8 tensor-core prefill kernel for w, or ""
+// where it does not apply: q4 and q8 with groups of 32, 64 or 128 (a group
+// must divide quantx_tc8's threadgroup of 4 pieces).
+func matmulTC8Name(w *Tensor) string {
+	if w.GroupSize != 32 && w.GroupSize != 64 && w.GroupSize != 128 {
+		return ""
+	}
+	switch w.DType {
+	case DTypeQ4:
+		return "matmul_q4_f32_tc8"
+	case DTypeQ8:
+		return "matmul_q8_f32_tc8"
+	}
+	return ""
+}
+
+// quantXTC8Bytes is the size of quantx_tc8's output for x (L, K) and groups
+// of G (matmul_tc.metal: 96 bytes of planes a token a 32-column piece, then a
+// float dx a token a piece, then a float2 (Σx, c·E) a token a group, each
+// part starting 16-byte aligned) and the offsets of dx and the group sums.
+func quantXTC8Bytes(L, K, G int) (total, dxOff, gsOff int) {
+	np := K / 32
+	dxOff = 96 * np * L
+	gsOff = (dxOff + 4*np*L + 15) &^ 15
+	return gsOff + 8*(K/G)*L, dxOff, gsOff
+}
+
+// matmulTC8 runs dst (L, N) = x (L, K) · wᵀ as quantx_<w>_f32_tc8 into the
+// backend's scratch buffer nvQX8 (grown on demand; reused by the next call,
+// ordered by the hazard tracking) and one matmul_<w>_f32_tc8 launch, and
+// reports true (also after recording an allocation error).
+func (m *Metal) matmulTC8(dst, x, w *Tensor, L, N, K int, name string) bool {
+	G := w.GroupSize
+	n, dxOff, gsOff := quantXTC8Bytes(L, K, G)
+	if m.nvQX8 == nil || m.nvQX8.Len() < n {
+		if m.nvQX8 != nil {
+			m.pending = append(m.pending, m.nvQX8) // in use until the next Sync
+		}
+		b, err := m.newBuffer(max(n, 1<<20))
+		if err != nil {
+			m.fail(err)
+			return true
+		}
+		m.nvQX8 = b
+	}
+	args := matmulArgs{L: uint32(L), N: uint32(N), K: uint32(K), GroupSize: uint32(G)}
+	quant := "quantx_q4_f32_tc8"
+	if w.DType == DTypeQ8 {
+		quant = "quantx_q8_f32_tc8"
+	}
+	// (L, ⌈(K/G)/4⌉) threadgroups of 128 threads: a simdgroup a group of a token.
+	m.begin(quant)
+	setArgs(m, args)
+	m.in(1, x)
+	m.bind(2, m.nvQX8, 0, true)
+	m.bind(3, m.nvQX8, dxOff, true)
+	m.bind(4, m.nvQX8, gsOff, true)
+	m.run(metal.Size{W: L, H: (K/G + 3) / 4, D: 1}, metal.Size{W: mmt8QThreads, H: 1, D: 1})
+	// (⌈N/128⌉, ⌈L/64⌉) threadgroups of 256 threads, as matmul_<w>_f32_tc.
+	m.begin(name)
+	setArgs(m, args)
+	m.in(1, w)
+	m.bind(2, m.nvQX8, 0, false)
+	m.out(3, dst)
+	m.in(4, w.Scales)
+	m.in(5, w.Biases)
+	m.bind(6, m.nvQX8, dxOff, false)
+	m.bind(7, m.nvQX8, gsOff, false)
+	m.tgmem(0, 4*mmt8XWords)
+	m.tgmem(1, 4*mmt8WWords)
+	m.run(metal.Size{W: (N + mmtcBN - 1) / mmtcBN, H: (L + mmtcBM - 1) / mmtcBM, D: 1}, metal.Size{W: mmtcThreads, H: 1, D: 1})
 	return true
 }

@@ -15,7 +15,8 @@ import (
 )
 
 // mmaTestSource holds test kernels of shaders/mma.h: mma_frag runs one
-// mma_m16n8k16_bf16 a simdgroup on fragments made by the host; mma_tile
+// mma_m16n8k16_bf16 a simdgroup on fragments made by the host, mma_frag8 one
+// mma_m16n8k32_s8u8; mma_tile
 // stages a row-major A and a "col" B in threadgroup memory (stride 12 words),
 // loads the fragments with mma_load_a and mma_load_b, and writes D row-major
 // from the C/D layout; mma_split writes mma_split3's pieces of each x.
@@ -46,6 +47,13 @@ kernel void mma_tile(device const uint * a [[buffer(0)]], device const uint * b 
     d[g * 8 + 2 * t + 1] = r.y;
     d[(g + 8) * 8 + 2 * t] = r.z;
     d[(g + 8) * 8 + 2 * t + 1] = r.w;
+}
+
+kernel void mma_frag8(device const uint4 * a [[buffer(0)]], device const uint2 * b [[buffer(1)]],
+                      device const int4 * c [[buffer(2)]], device int4 * d [[buffer(3)]],
+                      uint tg [[threadgroup_position_in_grid]], ushort lane [[thread_index_in_simdgroup]]) {
+    const uint i = tg * 32 + lane;
+    d[i] = mma_m16n8k32_s8u8(c[i], a[i], b[i], lane);
 }
 
 kernel void mma_split(device const float * x [[buffer(0)]], device uint4 * p [[buffer(1)]],
@@ -501,4 +509,361 @@ func BenchmarkMetalMatMulTC(b *testing.B) {
 		m = testMetal(b)
 	}
 	benchMatMulAB(b, m, []DType{DTypeQ4, DTypeQ8, DTypeBF16}, "tc", &nvTC)
+}
+
+// TestMMAInt8Fragments runs mma_m16n8k32_s8u8 on fragments laid out as the
+// PTX ISA documents them for mma.m16n8k32 with .s8/.u8 (groupID g = lane/4,
+// threadID_in_group t = lane%4; A: a0 … a15 in four registers, rows g, g+8,
+// g, g+8, columns 4t + i%4 (+16 for the last two registers); B: b0 … b7 in
+// two, rows 4t + i%4 (+16), column g; C/D: rows g, g, g+8, g+8, columns 2t,
+// 2t+1, 2t, 2t+1; the lowest index in the lowest byte), built here byte by
+// byte from A (signed), B (unsigned) and C, against the scalar integer
+// product: every bit must match. Random problems (four simdgroups a
+// dispatch, each its own) and the extremes (A = −128 and 127, B = 255, C near
+// ±2³⁰).
+func TestMMAInt8Fragments(t *testing.T) {
+	dev := mmaDevice(t)
+	r := rand.New(rand.NewPCG(7, 8))
+	for round := range 4 {
+		const groups = 4
+		var A [groups][16][32]int8
+		var B [groups][32][8]uint8
+		var C [groups][16][8]int32
+		for w := range groups {
+			for i := range 16 {
+				for k := range 32 {
+					switch round {
+					case 3: // extremes
+						A[w][i][k] = [2]int8{-128, 127}[(i+k+w)%2]
+					default:
+						A[w][i][k] = int8(r.IntN(256) - 128)
+					}
+				}
+				for n := range 8 {
+					C[w][i][n] = int32(r.IntN(1<<31) - 1<<30)
+				}
+			}
+			for k := range 32 {
+				for n := range 8 {
+					if round == 3 {
+						B[w][k][n] = 255
+					} else {
+						B[w][k][n] = uint8(r.IntN(256))
+					}
+				}
+			}
+		}
+		a := make([]byte, groups*32*16)
+		b := make([]byte, groups*32*8)
+		c := make([]byte, groups*32*16)
+		for w := range groups {
+			for lane := range 32 {
+				g, tq := lane/4, lane%4
+				i := w*32 + lane
+				for reg := range 4 { // a_{4reg} … a_{4reg+3}
+					row := g + 8*(reg%2)
+					for e := range 4 {
+						a[16*i+4*reg+e] = byte(A[w][row][4*tq+e+16*(reg/2)])
+					}
+				}
+				for reg := range 2 {
+					for e := range 4 {
+						b[8*i+4*reg+e] = B[w][4*tq+e+16*reg][g]
+					}
+				}
+				for j, rc := range [4][2]int{{g, 2 * tq}, {g, 2*tq + 1}, {g + 8, 2 * tq}, {g + 8, 2*tq + 1}} {
+					binary.LittleEndian.PutUint32(c[16*i+4*j:], uint32(C[w][rc[0]][rc[1]]))
+				}
+			}
+		}
+		out := mmaRun(t, dev, "mma_frag8", groups, 32, 0, a, b, c, make([]byte, groups*32*16))[3]
+		for w := range groups {
+			for lane := range 32 {
+				g, tq := lane/4, lane%4
+				for j, rc := range [4][2]int{{g, 2 * tq}, {g, 2*tq + 1}, {g + 8, 2 * tq}, {g + 8, 2*tq + 1}} {
+					want := int64(C[w][rc[0]][rc[1]])
+					for k := range 32 {
+						want += int64(A[w][rc[0]][k]) * int64(B[w][k][rc[1]])
+					}
+					got := int32(binary.LittleEndian.Uint32(out[16*(w*32+lane)+4*j:]))
+					if int64(got) != want {
+						t.Errorf("round %d simdgroup %d lane %d: D[%d][%d] = %d, want %d", round, w, lane, rc[0], rc[1], got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+type matmulTC8Case struct {
+	dt         DType
+	L, N, K, G int
+	extreme    bool // x with outliers, tiny pieces and zero tokens
+}
+
+func (c matmulTC8Case) String() string {
+	return fmt.Sprintf("w=%s/L=%d/N=%d/K=%d/G=%d/extreme=%v", c.dt, c.L, c.N, c.K, c.G, c.extreme)
+}
+
+// matmulTC8Cases sit at matmul_tc8's cutoffs: L around the 16-token m-tiles
+// and 64-token tiles (1, 2, 15, 17, 63, 65, 130), N around the 8-row n-tiles
+// and 128-row tiles (8, 127, 129, 200), K one, two and three groups of 32, 64
+// and 128 (quantx_tc8's threadgroup of four pieces: full, partial, several),
+// both bit widths; each (L, N) with one K in turn, the corner (65, 129) with
+// every K, and every other case's x extreme (tc8X).
+func matmulTC8Cases() []matmulTC8Case {
+	shapes := [][2]int{{1, 8}, {2, 127}, {15, 129}, {17, 200}, {63, 8}, {65, 129}, {130, 200}}
+	var cs []matmulTC8Case
+	for wi, w := range []struct {
+		dt DType
+		G  int
+	}{{DTypeQ4, 32}, {DTypeQ4, 64}, {DTypeQ4, 128}, {DTypeQ8, 32}, {DTypeQ8, 64}, {DTypeQ8, 128}} {
+		Ks := []int{w.G, 2 * w.G, 3 * w.G}
+		for i, s := range shapes {
+			if w.G == 128 && s[0]*s[1] > 64*128 {
+				continue // K up to 384: the small shapes only
+			}
+			for j, K := range Ks {
+				if s == [2]int{65, 129} || j == (i+wi)%len(Ks) {
+					cs = append(cs, matmulTC8Case{w.dt, s[0], s[1], K, w.G, len(cs)%2 == 1})
+				}
+			}
+		}
+	}
+	return cs
+}
+
+// tc8X returns x (L, K): Gaussian, or extreme: every 7th column ×10³, every
+// fifth 32-column piece ×10⁻¹² (values spanning 10¹⁵), every fifth token
+// from the fourth zero, and one zero piece.
+func tc8X(L, K int, extreme bool, seed uint64) []float32 {
+	x := randn(L*K, seed)
+	if !extreme {
+		return x
+	}
+	for l := range L {
+		for k := range K {
+			v := &x[l*K+k]
+			switch {
+			case l%5 == 3, l == 0 && k < 32:
+				*v = 0
+			case k%7 == 0:
+				*v *= 1e3
+			case (k/32)%5 == 4:
+				*v *= 1e-12
+			}
+		}
+	}
+	return x
+}
+
+// TestMetalMatMulTC8 runs the int8 tensor-core prefill (quantx_<w>_f32_tc8,
+// then matmul_<w>_f32_tc8; on the interpreter mma.h's portable form with the
+// kernel's exact data flow) over matmulTC8Cases, with y poisoned first,
+// against the float64 product. The bound is derived, not fitted: x's
+// rounding to its piece's grid costs at most |s|·Σ|q − c|·dx/2 a piece
+// (quantSlack's exact per-piece sum, P = 32: ≤ 16.2·2⁻²⁴·2^b|s|·Σ|x| of the
+// piece, reached only by a piece of one outlier among values just above
+// dx/2), and f32 rounding after the exact integer sums at most (K/32 + 10)·
+// 2⁻²⁴·Σ|x|(2^b|s| + |b|): the products' chain of K/32 piece terms (gacc,
+// then acc) rounds once a term, and each term carries at most 10 roundings of
+// its own (V's two adds and their 1.5·2²³ offset, the fma with dx, Σx's
+// five-level butterfly and its sum over the group, the fold's add and two
+// fmas). The worst seen is logged in units of 2⁻²⁴·Σ|x|(2^b|s| + |b|) over the
+// Gaussian cases and as a fraction of the bound over all.
+func TestMetalMatMulTC8(t *testing.T) {
+	m := testMetalTC(t, 8)
+	m.nvTC8 = true
+	defer func() { m.nvTC8 = false }()
+	var worstUnits, worstFrac float64
+	for _, tc := range matmulTC8Cases() {
+		t.Run(tc.String(), func(t *testing.T) {
+			hw := hostQuant(tc.dt, tc.N, tc.K, tc.G, uint64(tc.N*tc.K+tc.L))
+			x := tc8X(tc.L, tc.K, tc.extreme, uint64(tc.L+tc.K))
+			w, err := m.Upload(hw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, scale := tcRef(hw, nil, x, tc.L, tc.N, tc.K)
+			y := put(m, nan(tc.L*tc.N), tc.L, tc.N)
+			m.ResetStats()
+			if !m.matmulNV(y, put(m, x, tc.L, tc.K), w, tc.L, tc.N, tc.K) {
+				t.Fatal("matmulNV did not run")
+			}
+			if s, name := m.Stats(), matmulTC8Name(w); s.Dispatches != 2 || m.last != name {
+				t.Errorf("%d dispatches, the last %s; want 2, %s", s.Dispatches, m.last, name)
+			}
+			got := get(t, m, y)
+			bad := 0
+			for l := range tc.L {
+				slack := quantSlack(hw, x[l*tc.K:(l+1)*tc.K], 32)
+				for n := range tc.N {
+					i := l*tc.N + n
+					d := math.Abs(float64(got[i]) - want[i])
+					lim := slack[n] + float64(tc.K/32+10)*0x1p-24*scale[i]
+					if !tc.extreme && scale[i] > 0 {
+						worstUnits = max(worstUnits, d/(0x1p-24*scale[i]))
+					}
+					if lim > 0 {
+						worstFrac = max(worstFrac, d/lim)
+					}
+					if !(d <= lim) {
+						if bad++; bad <= 5 {
+							t.Errorf("y[%d][%d] = %.8g, want %.8g: |diff| %.3g > %.3g NOT OK", l, n, got[i], want[i], d, lim)
+						}
+					}
+				}
+			}
+			if bad > 5 {
+				t.Errorf("%d outputs out of bounds", bad)
+			}
+		})
+	}
+	t.Logf("worst error: %.3g·2⁻²⁴·Σ|x|(2^b|s|+|b|) (Gaussian x), %.3g of the bound (all)", worstUnits, worstFrac)
+	for _, name := range []string{"quantx_q4_f32_tc8", "quantx_q8_f32_tc8", "matmul_q4_f32_tc8", "matmul_q8_f32_tc8"} {
+		if m.pipes[name] == nil {
+			t.Errorf("%s never ran", name)
+		}
+	}
+}
+
+// TestMetalMatMulTC8Select: with nvTC8 on, q4 and q8 weights of groups 32,
+// 64, 128 take the int8 kernels, other groups and bf16 stay on
+// matmul_<w>_f32_tc; with it off (the default), every weight stays there.
+func TestMetalMatMulTC8Select(t *testing.T) {
+	m := testMetalTC(t, 8)
+	for _, c := range []struct {
+		dt   DType
+		G    int
+		on   bool
+		want string
+	}{
+		{DTypeQ4, 64, true, "matmul_q4_f32_tc8"},
+		{DTypeQ8, 128, true, "matmul_q8_f32_tc8"},
+		{DTypeQ4, 256, true, "matmul_q4_f32_tc"},
+		{DTypeQ4, 64, false, "matmul_q4_f32_tc"},
+		{DTypeQ8, 32, false, "matmul_q8_f32_tc"},
+	} {
+		t.Run(fmt.Sprintf("w=%s/G=%d/tc8=%v", c.dt, c.G, c.on), func(t *testing.T) {
+			m.nvTC8 = c.on
+			defer func() { m.nvTC8 = false }()
+			const L, N = 3, 17
+			K := max(c.G, 64)
+			hw := hostQuant(c.dt, N, K, c.G, 9)
+			w, err := m.Upload(hw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x := randn(L*K, 10)
+			y := put(m, nan(L*N), L, N)
+			m.MatMul(y, put(m, x, L, K), w)
+			if m.last != c.want {
+				t.Errorf("ran %s, want %s", m.last, c.want)
+			}
+			want, scale := tcRef(hw, nil, x, L, N, K)
+			got := get(t, m, y)
+			for l := range L {
+				slack := quantSlack(hw, x[l*K:(l+1)*K], 32)
+				for n := range N {
+					i := l*N + n
+					if d, lim := math.Abs(float64(got[i])-want[i]), slack[n]+float64(K/32+10)*0x1p-24*scale[i]; !(d <= lim) {
+						t.Errorf("y[%d][%d] = %.8g, want %.8g: |diff| %.3g > %.3g", l, n, got[i], want[i], d, lim)
+					}
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkMetalMatMulTC8 times prefill, matmul_<w>_f32_tc8 (with its
+// quantx launch) against matmul_<w>_f32_tc (tc8=false) in one run; see
+// benchMatMulAB. On the interpreter it runs on a device reporting compute
+// capability 9.0.
+func BenchmarkMetalMatMulTC8(b *testing.B) {
+	var m *Metal
+	if name := os.Getenv("INGOT_TEST_BACKEND"); name == "" || name == "metal-emu" {
+		d, err := NewMetal(ccDevice{msltest.Open(b, ShaderFiles()...), 9, 0})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer d.Close()
+		d.shape = shapeNVIDIA
+		m = d
+	} else {
+		m = testMetal(b)
+	}
+	benchMatMulAB(b, m, []DType{DTypeQ4, DTypeQ8}, "tc8", &m.nvTC8)
+}
+
+// TestMetalQuantXTC8 checks quantx_<q4|q8>_f32_tc8 against its definition,
+// token by token and piece by piece (32 columns): dx = amax/8290000, every
+// x_k rounded to the nearest multiple of dx (|x − dx·t| ≤ dx/2, |t| ≤
+// 8290000), t's three signed bytes at the places matmul_<w>_f32_tc8 stages
+// them (q4: byte (2·(j/8) + j%2)·4 + (j%8)/2 of the piece's plane holds
+// column j; q8: byte j), and each group's Σx and c·Σ(x − dx·t) to f32
+// rounding; groups of 32, 64, 128, K a partial and a full threadgroup of four
+// pieces and more, x spanning 10¹⁵ with zero pieces.
+func TestMetalQuantXTC8(t *testing.T) {
+	m := testMetalTC(t, 8)
+	for _, c := range []struct {
+		dt      DType
+		L, K, G int
+	}{{DTypeQ4, 3, 96, 32}, {DTypeQ8, 2, 256, 64}, {DTypeQ4, 2, 640, 128}, {DTypeQ8, 5, 384, 128}} {
+		t.Run(fmt.Sprintf("w=%s/L=%d/K=%d/G=%d", c.dt, c.L, c.K, c.G), func(t *testing.T) {
+			L, K, G := c.L, c.K, c.G
+			hw := hostQuant(c.dt, 8, K, G, 3)
+			w, err := m.Upload(hw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x := tc8X(L, K, true, uint64(K))
+			m.nvTC8 = true
+			defer func() { m.nvTC8 = false }()
+			m.matmulNV(m.New(L, 8), put(m, x, L, K), w, L, 8, K)
+			n, dxOff, gsOff := quantXTC8Bytes(L, K, G)
+			raw := get(t, m, &Tensor{DType: DTypeF32, Shape: []int{n / 4}, Buf: m.nvQX8})
+			byteAt := func(i int) int8 { return int8(math.Float32bits(raw[i/4]) >> (8 * (i % 4))) }
+			cc := float64(int(1)<<c.dt.Bits()-1) / 2
+			for l := range L {
+				for gi := range K / G {
+					wsx, we := 0.0, 0.0
+					for p := gi * G / 32; p < (gi+1)*G/32; p++ {
+						amax := float32(0)
+						for j := range 32 {
+							amax = max(amax, float32(math.Abs(float64(x[l*K+32*p+j]))))
+						}
+						dx := raw[dxOff/4+p*L+l]
+						if want := amax / 8290000; dx != want {
+							t.Fatalf("token %d piece %d: dx %g, want %g", l, p, dx, want)
+						}
+						for j := range 32 {
+							b := j
+							if c.dt == DTypeQ4 {
+								b = (2*(j/8)+j%2)*4 + (j%8)/2
+							}
+							at := func(plane int) int { return int(byteAt(((p*L+l)*3+plane)*32 + b)) }
+							tk := at(0)<<16 + at(1)<<8 + at(2)
+							xk := float64(x[l*K+32*p+j])
+							if d := math.Abs(xk - float64(dx)*float64(tk)); d > float64(dx)/2 || tk > 8290000 || tk < -8290000 {
+								t.Fatalf("token %d piece %d column %d: x %g, t %d: |x − dx·t| %g > dx/2 %g", l, p, j, xk, tk, d, dx/2)
+							}
+							wsx += xk
+							we += xk - float64(dx)*float64(tk)
+						}
+					}
+					sx, ce := float64(raw[gsOff/4+2*(gi*L+l)]), float64(raw[gsOff/4+2*(gi*L+l)+1])
+					amax := 0.0
+					for k := gi * G; k < (gi+1)*G; k++ {
+						amax = max(amax, math.Abs(float64(x[l*K+k])))
+					}
+					if d := math.Abs(sx - wsx); d > 0x1p-20*amax*float64(G) {
+						t.Errorf("token %d group %d: Σx %g, want %g", l, gi, sx, wsx)
+					}
+					if d := math.Abs(ce - cc*we); d > 0x1p-20*cc*amax/8290000*float64(G) {
+						t.Errorf("token %d group %d: c·E %g, want %g", l, gi, ce, cc*we)
+					}
+				}
+			}
+		})
+	}
 }

@@ -1,7 +1,9 @@
 // matmul_tc.metal: y = x·Wᵀ for prefill (L > 1) on NVIDIA tensor cores
 // (mma.sync m16n8k16 bf16, shaders/mma.h), f32-accurate; the SIMT
 // matmul_nv.metal is the fallback, and package kernels picks per device
-// (kernels/metal_nv_matmul.go: compute capability 8.0 or later).
+// (kernels/metal_nv_matmul.go: compute capability 8.0 or later). The _tc8
+// kernels at the end of the file take int8 mmas against x quantized to three
+// byte planes (INGOT_NV_TC=int8 until measured).
 //
 //ingot:ptx-target sm_80
 //
@@ -317,3 +319,288 @@ kernel void matmul_bf16_f32_tc(
 typedef decltype(matmul_q_tc<4>) matmul_q_tc_t;
 template [[host_name("matmul_q4_f32_tc")]] kernel matmul_q_tc_t matmul_q_tc<4>;
 template [[host_name("matmul_q8_f32_tc")]] kernel matmul_q_tc_t matmul_q_tc<8>;
+
+// ---------------------------------------------------------------------------
+// matmul_<q4|q8>_f32_tc8: the same product on int8 tensor cores (mma.sync
+// m16n8k32 s8·u8, shaders/mma.h: twice m16n8k16's k an instruction), still
+// f32-accurate. x is quantized first, once per call, by
+// quantx_<q4|q8>_f32_tc8, as the _nvi mat-vecs' quantx does
+// (matvec_nv.metal), per token and 32-column piece p: dx = amax/MMT8_TMAX,
+// x_k ≈ dx·t_k with |x_k − dx·t_k| ≤ dx/2 = 1.012·2⁻²⁴·amax and |t_k| ≤
+// MMT8_TMAX < 2²³, t = hi·2¹⁶ + mid·2⁸ + lo in three signed bytes. A code q
+// (0 … 2^b − 1) is an unsigned byte, so each (piece, plane) is one mma k-step
+// and its int32 sum S = Σ q·plane is exact (|S| ≤ 32·255·128 < 2²⁰). Per
+// piece
+//
+//	Σ_k (s·q_k + b)·x_k = s·(dx·V + c·E) + b·Σx,   V = 2¹⁶·S_hi + 2⁸·S_mid + S_lo,
+//
+// with c = (2^b − 1)/2 and E = Σ (x − dx·t): exact but for x's rounding to
+// t, which leaves |s|·Σ|q − c|·|x − dx·t| ≤ |s|·(2^b/2)·32·dx/2 a piece
+// (quantx_tc8's test bound; ≤ 16.2·2⁻²⁴·|s|·2^b·Σ|x| of the piece at worst,
+// ~0.5 for Gaussian x), and f32 rounding after the integer sums.
+//
+// The int32 → f32 conversion costs no conversion instruction (I2F is
+// quarter rate on the H100): each plane's mma starts from C = the bits of
+// 1.5·2^e (e = 39, 31, 23 for hi, mid, lo), so the sum's bits read as a
+// float are exactly 1.5·2^e + S·2^(e−23) (|S| < 2²², one binade), i.e.
+// 2¹⁶·S_hi, 2⁸·S_mid and S_lo offset by constants; subtracting the three
+// constants' sum from hi's is exact (a multiple of 2¹⁶ below 2³⁷), and two
+// adds give V, rounded twice: 4 f32 instructions an output a piece with
+// gacc = fma(dx, V, gacc). The group sums of Σx and c·E per token come from
+// quantx_tc8, so a group's fold is acc = fma(s, gacc + c·E, fma(b, Σx, acc)).
+//
+// Geometry as matmul_q_tc: (⌈N/128⌉, ⌈L/64⌉) threadgroups of 256 threads,
+// simdgroup sg the 32×32 sub-tile (2 m-tiles × 4 n-tiles), K in steps of one
+// piece (32 columns): 24 mmas a simdgroup a step (2 × 4 × 3 planes) where
+// matmul_q_tc issues 48. Staged per step: the three planes (64 tokens × 8
+// words each), dx and the group's (Σx, c·E) per token, and W's codes as bytes
+// (128 rows × 8 words) with (scale, bias) per row: 11.8 kB. A lane reads
+// words 2t, 2t+1 of its rows as one 8-byte load and uses them as fragment
+// words t and t+4 (the permutation of matmul_q_tc, for A and B alike); a
+// quarter of the simdgroup's rows g … g+3 fill the 32 banks. q4 codes are
+// staged nibble-split (word w & 0x0f0f0f0f, then w >> 4 & 0x0f0f0f0f), so
+// byte b of a staged row holds column 8·(b/8) + 2·(b%4) + (b/4)%2, and
+// quantx_tc8 writes the q4 planes in that order (quantx's q4 order); q8 codes
+// and planes keep column order. Accumulators a lane: 32 f32 outputs, 32 f32
+// group sums, 12 int32 (one fragment's three planes) in flight.
+//
+// Quantized x (quantx_tc8's output, one buffer): plane bytes of token l,
+// piece p at ((p·L + l)·3 + plane)·32 (96 contiguous bytes a token a piece),
+// dx at dx[p·L + l], and (Σx, c·E) of group gi at gs[gi·L + l].
+// Groups must divide 128 (32, 64, 128): the host falls back to _tc otherwise.
+
+#define MMT8_TMAX 8290000                  // |t| bound, as MVNI_TMAX (matvec_nv.metal)
+#define MMT8_RW 8                          // words per staged row (32 bytes)
+#define MMT8_XW (MMTC_BM * MMT8_RW)        // words of one staged plane of x
+#define MMT8_DX (3 * MMT8_XW)              // xs word where the tokens' dx start
+#define MMT8_GS (MMT8_DX + MMTC_BM)        // xs word where the tokens' (Σx, c·E) start (float2)
+#define MMT8_SB (MMTC_BN * MMT8_RW)        // ws word where the rows' (scale, bias) start
+#define MMT8_CHI 0x53400000                // bits of 1.5·2³⁹ (ulp 2¹⁶)
+#define MMT8_CMID 0x4F400000               // bits of 1.5·2³¹ (ulp 2⁸)
+#define MMT8_CLO 0x4B400000                // bits of 1.5·2²³ (ulp 1)
+#define MMT8_CSUM 827867529216.0f          // 1.5·(2³⁹ + 2³¹ + 2²³), exact in f32
+
+// quantx_<q4|q8>_f32_tc8: x (L, K) into the planes, dx and group sums of
+// matmul_<w>_f32_tc8 (above). Grid (L, ⌈(K/G)/4⌉) threadgroups of 128
+// threads (tokens on x, which has no 65535 limit on CUDA): simdgroup sg
+// quantizes group 4·tg.y + sg of token tg.x, one piece
+// at a time, lane j taking column j (the rounding as quantx's: t = v/dx to
+// nearest, |t| ≤ MMT8_TMAX, x = 0 pieces dx = 0). Its lanes reduce absmax, Σx
+// and E by butterflies (every lane gets the same bits) and sum them over the
+// group's pieces in order; NaN in x reaches Σx and so every output of the
+// token.
+template <int BITS>
+kernel void quantx_tc8(
+        constant matmul_args & args   [[buffer(0)]],
+        device const float   * x      [[buffer(1)]],
+        device uchar         * planes [[buffer(2)]],
+        device float         * dxs    [[buffer(3)]],
+        device float2        * gs     [[buffer(4)]],
+        uint2  tg   [[threadgroup_position_in_grid]],
+        ushort sg   [[simdgroup_index_in_threadgroup]],
+        ushort lane [[thread_index_in_simdgroup]]) {
+    const uint L = args.L, K = args.K, G = args.group_size;
+    const uint gi = 4 * tg.y + sg, l = tg.x, j = lane;
+    if (gi < K / G) { // uniform in the simdgroup
+        const uint b = BITS == 4 ? (2 * (j / 8) + j % 2) * 4 + (j % 8) / 2 : j; // byte in the piece's plane
+        float sx = 0.0f, se = 0.0f;
+        for (uint u = 0; u < G / 32; u++) {
+            const uint p = gi * (G / 32) + u;
+            const float v = x[(ulong)l * K + 32 * p + j];
+            float a = fabs(v), s = v;
+            for (uint m = 1; m < 32; m <<= 1) {
+                a = max(a, simd_shuffle_xor(a, ushort(m)));
+                s += simd_shuffle_xor(s, ushort(m));
+            }
+            const float inv = a > 0.0f ? float(MMT8_TMAX) / a : 0.0f;
+            const float dx = a / float(MMT8_TMAX);
+            float f = rint(v * inv);
+            f = f == f ? clamp(f, -float(MMT8_TMAX), float(MMT8_TMAX)) : 0.0f;
+            float e = fma(-dx, f, v);
+            if (fabs(e) > 0.5f * dx && fabs(f) < float(MMT8_TMAX)) {
+                f += e > 0.0f ? 1.0f : -1.0f;
+                e = fma(-dx, f, v);
+            }
+            for (uint m = 1; m < 32; m <<= 1) {
+                e += simd_shuffle_xor(e, ushort(m));
+            }
+            const int t = int(f);
+            const int lo = (t << 24) >> 24, t1 = (t - lo) >> 8;
+            const int mid = (t1 << 24) >> 24, hi = (t1 - mid) >> 8;
+            device uchar * base = planes + ((ulong)p * L + l) * 96 + b;
+            base[0] = uchar(hi);
+            base[32] = uchar(mid);
+            base[64] = uchar(lo);
+            if (j == 0) {
+                dxs[(ulong)p * L + l] = dx;
+            }
+            sx += s;
+            se += e;
+        }
+        if (j == 0) {
+            gs[(ulong)gi * L + l] = float2(sx, float((1u << BITS) - 1) * 0.5f * se);
+        }
+    }
+}
+
+// mmt8_step runs a staged step's 24 mmas into the simdgroup's group sums:
+// gacc[4i + j] += dx·V for m-tile i (tokens tm + 16i …), n-tile j (rows tn +
+// 8j …), each fragment's three planes from their own constant C.
+__attribute__((always_inline)) inline void mmt8_step(thread float4 * gacc, threadgroup const uint * xs, threadgroup const uint * ws, uint tm, uint tn, uint lane) {
+    const uint g = lane / 4, t = lane % 4;
+    threadgroup const float * dx = (threadgroup const float *)xs + MMT8_DX;
+    uint2 bw[4];
+    #pragma unroll
+    for (uint j = 0; j < 4; j++) {
+        bw[j] = *(threadgroup const uint2 *)(ws + (tn + 8 * j + g) * MMT8_RW + 2 * t);
+    }
+    #pragma unroll
+    for (uint i = 0; i < 2; i++) {
+        const uint r = tm + 16 * i + g;
+        uint4 a[3];
+        #pragma unroll
+        for (uint q = 0; q < 3; q++) {
+            const uint2 r0 = *(threadgroup const uint2 *)(xs + q * MMT8_XW + r * MMT8_RW + 2 * t);
+            const uint2 r8 = *(threadgroup const uint2 *)(xs + q * MMT8_XW + (r + 8) * MMT8_RW + 2 * t);
+            a[q] = uint4(r0.x, r8.x, r0.y, r8.y);
+        }
+        const float d0 = dx[r], d8 = dx[r + 8];
+        const float4 d = float4(d0, d0, d8, d8);
+        #pragma unroll
+        for (uint j = 0; j < 4; j++) {
+            const int4 sh = mma_m16n8k32_s8u8(int4(MMT8_CHI), a[0], bw[j], lane);
+            const int4 sm = mma_m16n8k32_s8u8(int4(MMT8_CMID), a[1], bw[j], lane);
+            const int4 sl = mma_m16n8k32_s8u8(int4(MMT8_CLO), a[2], bw[j], lane);
+            const float4 v = ((as_type<float4>(sh) - MMT8_CSUM) + as_type<float4>(sm)) + as_type<float4>(sl);
+            gacc[4 * i + j] = fma(d, v, gacc[4 * i + j]);
+        }
+    }
+}
+
+// matmul_q_tc8: thread tid stages token tid/4's bytes 8·(tid%4) … of the
+// three planes (tokens past L: zeros), threads 0 … 63 the tokens' dx and 64 …
+// 127 their group's (Σx, c·E); as in matmul_q_tc, thread tid stages row
+// tid/2's codes 16·(tid%2) … (as bytes) and the row's (scale, bias).
+template <int BITS>
+kernel void matmul_q_tc8(
+        constant matmul_args & args   [[buffer(0)]],
+        device const uchar   * w      [[buffer(1)]],
+        device const uchar   * xq     [[buffer(2)]],
+        device       float   * y      [[buffer(3)]],
+        device const float   * scales [[buffer(4)]],
+        device const float   * biases [[buffer(5)]],
+        device const float   * dxs    [[buffer(6)]],
+        device const float2  * gs     [[buffer(7)]],
+        threadgroup  uint    * xs     [[threadgroup(0)]],
+        threadgroup  uint    * ws     [[threadgroup(1)]],
+        uint2  tg  [[threadgroup_position_in_grid]],
+        ushort tid [[thread_index_in_threadgroup]]) {
+    const uint L = args.L, N = args.N, K = args.K, G = args.group_size;
+    const uint ng = K / G, rb = K / 8 * BITS, np = K / MMTC_BK;
+    const uint l0 = tg.y * MMTC_BM, n0 = tg.x * MMTC_BN;
+    const uint lane = tid % 32, sg = tid / 32;
+    const uint tm = 32 * (sg % 2), tn = 32 * (sg / 2);
+    const uint n = tid / 2, h = tid % 2;
+    const bool row = n0 + n < N;
+    device const uchar * wp = w + (ulong)(row ? n0 + n : 0) * rb + BITS * 2 * h; // the thread's 2·BITS bytes of step 0
+    const ulong sb0 = (ulong)(row ? n0 + n : 0) * ng;
+    const uint r = tid / 4, c = tid % 4;
+    const bool tok = l0 + r < L;
+    device const uchar * xp = xq + (ulong)(tok ? l0 + r : 0) * 96 + 8 * c; // piece 0's bytes of token l0 + r
+    const uint lm = tid % 64;                                             // the token whose dx or (Σx, c·E) thread tid < 128 loads
+    const bool meta = tid < 128 && l0 + lm < L;
+    float4 acc[8], gacc[8];
+    mmtc_zero(acc);
+    mmtc_zero(gacc);
+    uint2 xv[3];
+    uint4 qv = uint4(0);
+    float s = 0.0f, b = 0.0f, dv = 0.0f;
+    float2 gv = float2(0.0f);
+    #pragma unroll
+    for (uint q = 0; q < 3; q++) {
+        xv[q] = tok && K > 0 ? *(device const uint2 *)(xp + 32 * q) : uint2(0);
+    }
+    if (meta && K > 0) {
+        if (tid < 64) {
+            dv = dxs[l0 + lm];
+        } else {
+            gv = gs[l0 + lm];
+        }
+    }
+    if (row && K > 0) {
+        qv = BITS == 4 ? uint4(*(device const uint2 *)wp, 0, 0) : *(device const uint4 *)wp;
+        s = scales[sb0];
+        b = biases[sb0];
+    }
+    const uint gp = G / MMTC_BK;
+    uint gi = 0, u = 0; // the step's group, and the step's piece in it
+    for (uint p = 0; p < np; p++) {
+        const bool last = u + 1 == gp;
+        const uint g1 = last ? gi + 1 : gi; // the next step's group
+        #pragma unroll
+        for (uint q = 0; q < 3; q++) {
+            *(threadgroup uint2 *)(xs + q * MMT8_XW + r * MMT8_RW + 2 * c) = xv[q];
+        }
+        if (tid < 64) {
+            ((threadgroup float *)xs)[MMT8_DX + lm] = dv;
+        } else if (tid < 128) {
+            ((threadgroup float2 *)(xs + MMT8_GS))[lm] = gv;
+        }
+        const uint4 wd = BITS == 4 ? uint4(qv.x & 0x0f0f0f0fu, qv.x >> 4 & 0x0f0f0f0fu, qv.y & 0x0f0f0f0fu, qv.y >> 4 & 0x0f0f0f0fu) : qv;
+        *(threadgroup uint4 *)(ws + n * MMT8_RW + 4 * h) = wd;
+        if (h == 0) {
+            *(threadgroup float2 *)(ws + MMT8_SB + 2 * n) = float2(s, b);
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        const uint p1 = p + 1;
+        if (p1 < np) { // the next step's loads, in flight during this step's mmas
+            const ulong po = (ulong)p1 * L;
+            #pragma unroll
+            for (uint q = 0; q < 3; q++) {
+                xv[q] = tok ? *(device const uint2 *)(xp + po * 96 + 32 * q) : uint2(0);
+            }
+            if (meta) {
+                if (tid < 64) {
+                    dv = dxs[po + l0 + lm];
+                } else {
+                    gv = gs[(ulong)g1 * L + l0 + lm];
+                }
+            }
+            if (row) {
+                device const uchar * wq = wp + (ulong)p1 * 4 * BITS;
+                qv = BITS == 4 ? uint4(*(device const uint2 *)wq, 0, 0) : *(device const uint4 *)wq;
+                s = scales[sb0 + g1];
+                b = biases[sb0 + g1];
+            }
+        }
+        mmt8_step(gacc, xs, ws, tm, tn, lane);
+        if (last) { // fold the group: y += s·(Σ dx·V + c·E) + b·Σx
+            const uint g = lane / 4, t = lane % 4;
+            threadgroup const float2 * xg = (threadgroup const float2 *)(xs + MMT8_GS);
+            threadgroup const float2 * sb = (threadgroup const float2 *)(ws + MMT8_SB);
+            #pragma unroll
+            for (uint j = 0; j < 4; j++) {
+                const float2 e0 = sb[tn + 8 * j + 2 * t], e1 = sb[tn + 8 * j + 2 * t + 1];
+                const float4 sc = float4(e0.x, e1.x, e0.x, e1.x), bi = float4(e0.y, e1.y, e0.y, e1.y);
+                #pragma unroll
+                for (uint i = 0; i < 2; i++) {
+                    const float2 x0 = xg[tm + 16 * i + g], x8 = xg[tm + 16 * i + g + 8];
+                    const float4 sx = float4(x0.x, x0.x, x8.x, x8.x), ce = float4(x0.y, x0.y, x8.y, x8.y);
+                    acc[4 * i + j] = fma(sc, gacc[4 * i + j] + ce, fma(bi, sx, acc[4 * i + j]));
+                    gacc[4 * i + j] = float4(0.0f);
+                }
+            }
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        gi = g1;
+        u = last ? 0 : u + 1;
+    }
+    mmtc_store(y, acc, L, N, l0 + tm + lane / 4, n0 + tn + 2 * (lane % 4));
+}
+
+typedef decltype(quantx_tc8<4>) quantx_tc8_t;
+template [[host_name("quantx_q4_f32_tc8")]] kernel quantx_tc8_t quantx_tc8<4>;
+template [[host_name("quantx_q8_f32_tc8")]] kernel quantx_tc8_t quantx_tc8<8>;
+typedef decltype(matmul_q_tc8<4>) matmul_q_tc8_t;
+template [[host_name("matmul_q4_f32_tc8")]] kernel matmul_q_tc8_t matmul_q_tc8<4>;
+template [[host_name("matmul_q8_f32_tc8")]] kernel matmul_q_tc8_t matmul_q_tc8<8>;

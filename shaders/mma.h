@@ -131,4 +131,71 @@ inline float4 mma_m16n8k16_bf16(float4 c, uint4 a, uint2 b, uint lane) {
 }
 #endif
 
+// mma_m16n8k32_s8u8(c, a, b, lane) is PTX's
+//
+//	mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32 d, a, b, c
+//
+// D (16×8, int32) = A (16×32, signed bytes, row-major) · B (32×8, unsigned
+// bytes, "col") + C, one simdgroup-collective operation like
+// mma_m16n8k16_bf16. Its fragments (PTX ISA, "Matrix Fragments for
+// mma.m16n8k32" with .s8/.u8; the same layout as llama.cpp's
+// ggml-cuda/mma.cuh mma_A_I16K8<int>, mma_B_J8K8<int> and mma_C_I16J8<int>;
+// the mixed .s8.u8 form is CUTLASS's SM80_16x8x32_S32S8U8S32_TN, in
+// cute/arch/mma_sm80.hpp),
+// with g = lane/4 and t = lane%4, each 32-bit word holding four bytes (the
+// lowest column or row index in the lowest byte):
+//
+//	a.x = A[g][4t … 4t+3]   a.y = A[g+8][4t … 4t+3]   a.z = A[g][4t+16 … 4t+19]   a.w = A[g+8][4t+16 … 4t+19]
+//	b.x = B[4t … 4t+3][g]   b.y = B[4t+16 … 4t+19][g]
+//	c.x = C[g][2t]          c.y = C[g][2t+1]          c.z = C[g+8][2t]            c.w = C[g+8][2t+1]
+//
+// that is, in words, the layout of mma_m16n8k16_bf16's fragments. Integer
+// sums are exact (two's complement, wrapping on overflow, as without
+// .satfinite), so both forms give the same bits.
+#if defined(__INGOT_PTX__) && __INGOT_PTX_SM__ < 80
+int4 mma_m16n8k32_s8u8(int4 c, uint4 a, uint2 b, uint lane)
+    __attribute__((unavailable("mma_m16n8k32_s8u8 needs sm_80: add the line //ingot:ptx-target sm_80 to the .metal file")));
+#elif defined(__INGOT_PTX__)
+// mma_m16n8k32_s8u8 returns A·B + C for the lane's fragments (see above).
+inline int4 mma_m16n8k32_s8u8(int4 c, uint4 a, uint2 b, uint lane) {
+    int d0, d1, d2, d3;
+    __asm__ __volatile__("mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32 "
+                         "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};"
+                         : "=r"(d0), "=r"(d1), "=r"(d2), "=r"(d3)
+                         : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b.x), "r"(b.y),
+                           "r"(c.x), "r"(c.y), "r"(c.z), "r"(c.w));
+    return int4(d0, d1, d2, d3);
+}
+#else
+// mma_m16n8k32_s8u8 returns A·B + C for the lane's fragments (see above).
+// As in mma_m16n8k16_bf16, 12 shuffles gather the lane's rows g, g + 8 of A
+// (from lanes 4g … 4g+3) and columns 2t, 2t + 1 of B (lanes 8t …, 8t+4 …).
+inline int4 mma_m16n8k32_s8u8(int4 c, uint4 a, uint2 b, uint lane) {
+    const uint g = lane / 4, t = lane % 4;
+    uint4 ar[4];
+    uint2 b0[4], b1[4];
+    for (uint j = 0; j < 4; j++) {
+        ar[j] = metal::simd_shuffle(a, ushort(4 * g + j));
+        b0[j] = metal::simd_shuffle(b, ushort(8 * t + j));     // column 2t
+        b1[j] = metal::simd_shuffle(b, ushort(8 * t + 4 + j)); // column 2t + 1
+    }
+    int4 d = c;
+    for (uint h = 0; h < 2; h++) { // columns of A (rows of B) 0…15, then 16…31
+        for (uint j = 0; j < 4; j++) {
+            const uint ag = h == 0 ? ar[j].x : ar[j].z, ag8 = h == 0 ? ar[j].y : ar[j].w;
+            const uint bn = h == 0 ? b0[j].x : b0[j].y, bn1 = h == 0 ? b1[j].x : b1[j].y;
+            for (uint e = 0; e < 4; e++) { // k = 16h + 4j + e
+                const int x0 = int(ag << (24 - 8 * e)) >> 24, x8 = int(ag8 << (24 - 8 * e)) >> 24;
+                const int w0 = int(bn >> (8 * e) & 0xffu), w1 = int(bn1 >> (8 * e) & 0xffu);
+                d.x = int(uint(d.x) + uint(x0 * w0));
+                d.y = int(uint(d.y) + uint(x0 * w1));
+                d.z = int(uint(d.z) + uint(x8 * w0));
+                d.w = int(uint(d.w) + uint(x8 * w1));
+            }
+        }
+    }
+    return d;
+}
+#endif
+
 #endif // INGOT_SHADERS_MMA_H
