@@ -127,17 +127,9 @@ func (e *GraphExec) SetKernelParams(n GraphNode, f *Function, grid, block Dim3, 
 	if err := e.c.d.need(e.c.d.cuGraphExecKernelNodeSetParams, "cuGraphExecKernelNodeSetParams"); err != nil {
 		return err
 	}
-	gx, gy, gz := grid.dims()
-	bx, by, bz := block.dims()
 	b, le := e.kp, binary.LittleEndian
 	le.PutUint64(b[0:], uint64(f.h))
-	le.PutUint32(b[8:], uint32(gx))
-	le.PutUint32(b[12:], uint32(gy))
-	le.PutUint32(b[16:], uint32(gz))
-	le.PutUint32(b[20:], uint32(bx))
-	le.PutUint32(b[24:], uint32(by))
-	le.PutUint32(b[28:], uint32(bz))
-	le.PutUint32(b[32:], uint32(shared))
+	putDims(b[8:], grid, block, shared)
 	le.PutUint64(b[40:], uint64(p.addr()))
 	le.PutUint64(b[48:], 0)
 	a := &e.c.args

@@ -119,16 +119,8 @@ func (f *Function) LaunchDependent(s *Stream, grid, block Dim3, shared int, p *P
 	if c.lc == nil {
 		c.lc, c.lca = c.slab.alloc(launchConfigSize + launchAttrSize)
 	}
-	gx, gy, gz := grid.dims()
-	bx, by, bz := block.dims()
 	b, le := c.lc, binary.LittleEndian
-	le.PutUint32(b[0:], uint32(gx))
-	le.PutUint32(b[4:], uint32(gy))
-	le.PutUint32(b[8:], uint32(gz))
-	le.PutUint32(b[12:], uint32(bx))
-	le.PutUint32(b[16:], uint32(by))
-	le.PutUint32(b[20:], uint32(bz))
-	le.PutUint32(b[24:], uint32(shared))
+	putDims(b, grid, block, shared)
 	le.PutUint64(b[32:], uint64(s.handle()))
 	le.PutUint64(b[40:], uint64(c.lca+launchConfigSize))
 	le.PutUint32(b[48:], 1)
@@ -140,4 +132,19 @@ func (f *Function) LaunchDependent(s *Stream, grid, block Dim3, shared int, p *P
 		return d.check("cuLaunchKernelEx("+f.name+")", r)
 	}
 	return nil
+}
+
+// putDims writes grid, block and shared as the seven uint32s that open a
+// CUlaunchConfig and, after a function handle, a CUDA_KERNEL_NODE_PARAMS.
+func putDims(b []byte, grid, block Dim3, shared int) {
+	gx, gy, gz := grid.dims()
+	bx, by, bz := block.dims()
+	le := binary.LittleEndian
+	le.PutUint32(b[0:], uint32(gx))
+	le.PutUint32(b[4:], uint32(gy))
+	le.PutUint32(b[8:], uint32(gz))
+	le.PutUint32(b[12:], uint32(bx))
+	le.PutUint32(b[16:], uint32(by))
+	le.PutUint32(b[20:], uint32(bz))
+	le.PutUint32(b[24:], uint32(shared))
 }

@@ -374,6 +374,27 @@ func addKernel(tb testing.TB, c *cuda.Context) *cuda.Function {
 	return f
 }
 
+// addSetup returns the stub_add_u32 kernel, four zeroed uint32 of device
+// memory for it and a stream, released when the test ends.
+func addSetup(tb testing.TB, c *cuda.Context) (*cuda.Function, cuda.DevicePtr, *cuda.Stream) {
+	tb.Helper()
+	f := addKernel(tb, c)
+	x, err := c.Alloc(16)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Free(x) })
+	if err := c.Memset(x, 0, 16); err != nil {
+		tb.Fatal(err)
+	}
+	s, err := c.NewStream()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Destroy() })
+	return f, x, s
+}
+
 func readU32s(tb testing.TB, c *cuda.Context, p cuda.DevicePtr, n int) []uint32 {
 	tb.Helper()
 	b := make([]byte, 4*n)
@@ -391,20 +412,7 @@ func readU32s(tb testing.TB, c *cuda.Context, p cuda.DevicePtr, n int) []uint32 
 // node's parameters between replays, as a decode step changes pos.
 func TestGraph(t *testing.T) {
 	c := open(t)
-	f := addKernel(t, c)
-	x, err := c.Alloc(16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Free(x)
-	if err := c.Memset(x, 0, 16); err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Destroy()
+	f, x, s := addSetup(t, c)
 	p1, p2 := c.NewParams(8, 4, 4), c.NewParams(8, 4, 4)
 	for _, p := range []*cuda.Params{p1, p2} {
 		p.SetPtr(0, x)
@@ -488,20 +496,7 @@ func TestGraph(t *testing.T) {
 // a parameter update.
 func TestLaunchDependent(t *testing.T) {
 	c := open(t)
-	f := addKernel(t, c)
-	x, err := c.Alloc(16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Free(x)
-	if err := c.Memset(x, 0, 16); err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Destroy()
+	f, x, s := addSetup(t, c)
 	p := c.NewParams(8, 4, 4)
 	p.SetPtr(0, x)
 	p.SetU32(1, 0, 4)

@@ -496,19 +496,23 @@ func checkTC(t *testing.T, got []float32, want, scale []float64, ulps float64) (
 // matmul_<w>_f32_nv (tc=false: INGOT_NV_TC=0) in one run; see benchMatMulAB.
 // On the interpreter it runs on a device reporting compute capability 9.0.
 func BenchmarkMetalMatMulTC(b *testing.B) {
-	var m *Metal
-	if name := os.Getenv("INGOT_TEST_BACKEND"); name == "" || name == "metal-emu" {
-		d, err := NewMetal(ccDevice{msltest.Open(b, ShaderFiles()...), 9, 0})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer d.Close()
-		d.shape = shapeNVIDIA
-		m = d
-	} else {
-		m = testMetal(b)
+	benchMatMulAB(b, tcBenchMetal(b), []DType{DTypeQ4, DTypeQ8, DTypeBF16}, "tc", &nvTC)
+}
+
+// tcBenchMetal returns the backend the tensor-core benchmarks run on: the
+// INGOT_TEST_BACKEND GPU, or the interpreter as an NVIDIA device of compute
+// capability 9.0.
+func tcBenchMetal(b *testing.B) *Metal {
+	if name := os.Getenv("INGOT_TEST_BACKEND"); name != "" && name != "metal-emu" {
+		return testMetal(b)
 	}
-	benchMatMulAB(b, m, []DType{DTypeQ4, DTypeQ8, DTypeBF16}, "tc", &nvTC)
+	m, err := NewMetal(ccDevice{msltest.Open(b, ShaderFiles()...), 9, 0})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { m.Close() })
+	m.shape = shapeNVIDIA
+	return m
 }
 
 // TestMMAInt8Fragments runs mma_m16n8k32_s8u8 on fragments laid out as the
@@ -780,18 +784,7 @@ func TestMetalMatMulTC8Select(t *testing.T) {
 // benchMatMulAB. On the interpreter it runs on a device reporting compute
 // capability 9.0.
 func BenchmarkMetalMatMulTC8(b *testing.B) {
-	var m *Metal
-	if name := os.Getenv("INGOT_TEST_BACKEND"); name == "" || name == "metal-emu" {
-		d, err := NewMetal(ccDevice{msltest.Open(b, ShaderFiles()...), 9, 0})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer d.Close()
-		d.shape = shapeNVIDIA
-		m = d
-	} else {
-		m = testMetal(b)
-	}
+	m := tcBenchMetal(b)
 	benchMatMulAB(b, m, []DType{DTypeQ4, DTypeQ8}, "tc8", &m.nvTC8)
 }
 
