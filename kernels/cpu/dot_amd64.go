@@ -220,6 +220,7 @@ var kernVNNI = kernelSet{
 	dTileN: 4, dTileL: 6,
 	pTile:  pTileAVX512,
 	dPanel: dPanelAVX512,
+	fPanel: fPanelAVX512,
 	pTileL: 12,
 }
 
