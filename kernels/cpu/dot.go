@@ -47,6 +47,9 @@ type kernelSet struct {
 	// dPanel, if set, is QMatrix.dequantPanel for the widths it takes (it
 	// returns false for the others).
 	dPanel func(p []float32, q *QMatrix, n0, K, k0, kn int) bool
+	// fPanel, if set, is Weight.widenPanel for f32, f16 and bf16 weights;
+	// with pTile it takes their prefill (see doFPanel).
+	fPanel func(p []float32, w *Weight, n0, k0, kn int)
 }
 
 // kern is the kernel set MatMul uses.

@@ -205,7 +205,8 @@ var (
 )
 
 // kernVNNI: AVX-512 VNNI byte dots (VPDPBUSD) for 4/8-bit rows of whole
-// chunks, the AVX2 int16 ones otherwise; AVX2+FMA+F16C floats, AVX-512 tiles.
+// chunks, the AVX2 int16 ones otherwise; AVX2+FMA+F16C floats (f16 and bf16
+// mat-vecs with a software prefetch), AVX-512 tiles.
 var kernVNNI = kernelSet{
 	name:     "avx512vnni",
 	avail:    hasVNNI,
@@ -213,13 +214,14 @@ var kernVNNI = kernelSet{
 	qMatVecB: qMatVecBAsm,
 	blocked:  true,
 	tunePF:   true,
-	fMatVec:  fMatVecAVX2,
+	fMatVec:  fMatVecPF,
 	fTile:    fTileAVX2,
 	fTileN:   2, fTileL: 4,
 	dTile:  dTileAVX512,
 	dTileN: 4, dTileL: 6,
 	pTile:  pTileAVX512,
 	dPanel: dPanelAVX512,
+	fPanel: fPanelAVX512,
 	pTileL: 12,
 }
 

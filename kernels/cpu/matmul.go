@@ -99,7 +99,9 @@ func (w *Weight) Bytes() int {
 // scratch of at most 256 KB, never a copy of the matrix) and runs the f32 tile
 // kernels on it. With a panel kernel (AVX-512) the blocks are panels of 32 rows
 // × 256 elements in element-major order against x rearranged once per call
-// (see doQPanel). MatMul allocates nothing once the pool's scratch has grown to the
+// (see doQPanel); with it, f32, f16 and bf16 weights from L = 16 take the same
+// panels, widened exactly to f32 (see doFPanel), and otherwise tiles that read
+// their rows as stored. MatMul allocates nothing once the pool's scratch has grown to the
 // largest L·K seen. A Pool runs one MatMul at a time: calls on the same Pool must
 // not overlap.
 func (p *Pool) MatMul(dst, x []float32, L int, w *Weight) {
@@ -122,7 +124,7 @@ func (p *Pool) MatMul(dst, x []float32, L int, w *Weight) {
 		p.RunChunks(n, p.vecChunk(n), 4, t)
 	} else {
 		grain := 16
-		if w.Format == FormatQ && L >= deqMinL && t.k.pTile != nil {
+		if t.act == actPanel || w.Format == FormatQ && L >= deqMinL && t.k.pTile != nil {
 			grain = panelN
 		}
 		p.Run(n, grain, t)
@@ -223,6 +225,9 @@ func (p *Pool) plan(t *mmTask, dst, x []float32, L int, w *Weight) actFormat {
 		t.run = (*mmTask).doQFloat
 	default:
 		t.run = (*mmTask).doF
+		if L >= deqMinL && t.k.pTile != nil && t.k.fPanel != nil && w.N >= panelN {
+			t.act = actPanel
+		}
 	}
 	return t.act
 }
@@ -251,7 +256,7 @@ const (
 	actNone  actFormat = iota // x as it is
 	actBytes                  // byte planes (p.actb), for doQB
 	actInt16                  // int16 pairs (p.act), for doQ
-	actPanel                  // panel-step order (p.xp), for doQPanel
+	actPanel                  // panel-step order (p.xp), for doQPanel and doFPanel
 )
 
 // quantize puts x (L, K) in form f for weight w.
@@ -262,7 +267,11 @@ func (p *Pool) quantize(f actFormat, x []float32, L int, w *Weight) {
 	case actInt16:
 		p.act.quantize(p, x, L, w.K, w.Q.GroupSize, w.Q.Bits)
 	case actPanel:
-		p.xp.pack(p, x, L, w.K, panelStep(w.Q.GroupSize), kern.pTileL)
+		kc := panelKC // f32, f16, bf16 (doFPanel)
+		if w.Format == FormatQ {
+			kc = panelStep(w.Q.GroupSize)
+		}
+		p.xp.pack(p, x, L, w.K, kc, kern.pTileL)
 	}
 }
 
@@ -377,10 +386,10 @@ func panelStep(gs int) int { return gs * max(1, panelKC/gs) }
 // call runs against one panel step while it is in cache, the outputs adding up
 // the steps' sums.
 func (t *mmTask) doQPanel(db *deqBuf, n0, n1 int) int {
-	q, N, K, L, k := t.w.Q, t.w.N, t.w.K, t.L, t.k
-	kc, tl, xp := panelStep(q.GroupSize), k.pTileL, t.p.xp.xp
+	q, K, k := t.w.Q, t.w.K, t.k
+	kc := panelStep(q.GroupSize)
 	db.p = grow(db.p, panelN*kc)
-	db.tt = grow(db.tt, tl*panelN)
+	db.tt = grow(db.tt, k.pTileL*panelN)
 	nb := n0
 	for ; nb+panelN <= n1; nb += panelN {
 		qp, base := q.rowMajor(&db.q, nb, nb+panelN, K)
@@ -390,30 +399,84 @@ func (t *mmTask) doQPanel(db *deqBuf, n0, n1 int) int {
 			if k.dPanel == nil || !k.dPanel(pn, qp, nb-base, K, k0, kn) {
 				qp.dequantPanel(pn, nb-base, K, k0, kn)
 			}
-			acc := k0 > 0
-			l := 0
-			for ; l+tl <= L; l += tl {
-				k.pTile(t.dst[l*N+nb:], N, pn, kn, xp[k0*L+l*kn:], kn, acc)
-			}
-			if l == L {
-				continue
-			}
-			// the last L mod tl tokens as a full tile into scratch (the rows
-			// past L read the next step's x or the pad)
-			k.pTile(db.tt, panelN, pn, kn, xp[k0*L+l*kn:], kn, false)
-			for j := range L - l {
-				d, s := t.dst[(l+j)*N+nb:(l+j)*N+nb+panelN], db.tt[j*panelN:(j+1)*panelN]
-				if !acc {
-					copy(d, s)
-					continue
-				}
-				for i := range d {
-					d[i] += s[i]
-				}
-			}
+			t.panelTiles(db, pn, nb, k0, kn)
 		}
 	}
 	return nb
+}
+
+// panelTiles runs every token of the call against one panel step pn: elements
+// [k0, k0+kn) of rows [nb, nb+panelN), element-major (see doQPanel). It writes
+// those outputs for the first step (k0 = 0) and adds to them after.
+func (t *mmTask) panelTiles(db *deqBuf, pn []float32, nb, k0, kn int) {
+	N, L, k := t.w.N, t.L, t.k
+	tl, xp := k.pTileL, t.p.xp.xp
+	acc := k0 > 0
+	l := 0
+	for ; l+tl <= L; l += tl {
+		k.pTile(t.dst[l*N+nb:], N, pn, kn, xp[k0*L+l*kn:], kn, acc)
+	}
+	if l == L {
+		return
+	}
+	// the last L mod tl tokens as a full tile into scratch (the rows past L
+	// read the next step's x or the pad)
+	k.pTile(db.tt, panelN, pn, kn, xp[k0*L+l*kn:], kn, false)
+	for j := range L - l {
+		d, s := t.dst[(l+j)*N+nb:(l+j)*N+nb+panelN], db.tt[j*panelN:(j+1)*panelN]
+		if !acc {
+			copy(d, s)
+			continue
+		}
+		for i := range d {
+			d[i] += s[i]
+		}
+	}
+}
+
+// doFPanel is doQPanel for an f32, f16 or bf16 weight: each panel step is
+// widened to f32 (exactly) into element-major order (kernelSet.fPanel) and
+// every token of the call runs against it. It returns where it stopped.
+func (t *mmTask) doFPanel(db *deqBuf, n0, n1 int) int {
+	w, K, k := t.w, t.w.K, t.k
+	kc := panelKC
+	db.p = grow(db.p, panelN*kc)
+	db.tt = grow(db.tt, k.pTileL*panelN)
+	nb := n0
+	for ; nb+panelN <= n1; nb += panelN {
+		for k0 := 0; k0 < K; k0 += kc {
+			kn := min(kc, K-k0)
+			pn := db.p[:panelN*kn]
+			k.fPanel(pn, w, nb, k0, kn)
+			t.panelTiles(db, pn, nb, k0, kn)
+		}
+	}
+	return nb
+}
+
+// widenPanel writes elements [k0, k0+kn) of rows [n0, n0+panelN) of an f32,
+// f16 or bf16 w into p in element-major order, p[(k−k0)·panelN + r], widened
+// to f32 exactly (as Row). It is the reference the fPanel kernels match.
+func (w *Weight) widenPanel(p []float32, n0, k0, kn int) {
+	K := w.K
+	p = p[:panelN*kn]
+	for r := range panelN {
+		o := (n0+r)*K + k0
+		switch w.Format {
+		case FormatF32:
+			for j, v := range w.F32[o : o+kn] {
+				p[j*panelN+r] = v
+			}
+		case FormatF16:
+			for j, v := range w.U16[o : o+kn] {
+				p[j*panelN+r] = F16ToF32(v)
+			}
+		case FormatBF16:
+			for j, v := range w.U16[o : o+kn] {
+				p[j*panelN+r] = BF16ToF32(v)
+			}
+		}
+	}
 }
 
 // dequantPanel writes elements [k0, k0+kn) of rows [n0, n0+panelN) of q (K
@@ -625,12 +688,19 @@ func (t *mmTask) doQFloat(n0, n1 int) {
 	}
 }
 
-// doF runs rows [n0, n1) of an f32, f16 or bf16 weight.
+// doF runs rows [n0, n1) of an f32, f16 or bf16 weight: in prefill, with a
+// panel kernel, whole panels as doFPanel and the rows left over (N mod panelN
+// at the end) as tiles.
 func (t *mmTask) doF(n0, n1 int) {
 	w, N, K, L, k := t.w, t.w.N, t.w.K, t.L, t.k
 	if L == 1 {
 		k.fMatVec(t.dst[n0:n1], w, n0, t.x)
 		return
+	}
+	if t.act == actPanel {
+		db := <-t.p.deq
+		n0 = t.doFPanel(db, n0, n1)
+		t.p.deq <- db
 	}
 	tn, tl := k.fTileN, k.fTileL
 	if k.fTile == nil || K%8 != 0 {

@@ -400,6 +400,9 @@ func TestMatMulAllocs(t *testing.T) {
 		{"q4/L=29", randWeight(r, FormatQ, 96, 2048, 4, 64), 29},
 		{"f16/L=1", randWeight(r, FormatF16, 256, 512, 0, 0), 1},
 		{"bf16/L=5", randWeight(r, FormatBF16, 256, 512, 0, 0), 5},
+		{"f16/L=20", randWeight(r, FormatF16, 100, 300, 0, 0), 20},  // panels (doFPanel)
+		{"bf16/L=29", randWeight(r, FormatBF16, 96, 512, 0, 0), 29}, // panels
+		{"f32/L=17", randWeight(r, FormatF32, 64, 257, 0, 0), 17},   // panels
 		{"q4-prepared/L=1", randWeight(r, FormatQ, 258, 512, 4, 64), 1},
 		{"q8-prepared/L=3", randWeight(r, FormatQ, 256, 512, 8, 64), 3},
 		{"q4-prepared/L=29", randWeight(r, FormatQ, 96, 2048, 4, 64), 29},
@@ -468,6 +471,108 @@ func TestDequantPanelAsm(t *testing.T) {
 						}
 					}
 				}
+			}
+		}
+	}
+}
+
+// TestWidenPanel checks Weight.widenPanel against Row, and each kernel set's
+// fPanel bit for bit against widenPanel: both 16-row halves, panel steps at
+// K's start, middle and ragged end, odd and even element counts, and the
+// awkward values (zeros, subnormals, the largest, infinities) among the
+// random ones.
+func TestWidenPanel(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 18))
+	odd := map[Format][]uint16{
+		FormatF16:  {0x0000, 0x8000, 0x0001, 0x83ff, 0x0400, 0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x3c00},
+		FormatBF16: {0x0000, 0x8000, 0x0001, 0x807f, 0x0080, 0x7f7f, 0xff7f, 0x7f80, 0xff80, 0x3f80},
+	}
+	for _, f := range []struct {
+		f    Format
+		name string
+	}{{FormatF32, "f32"}, {FormatF16, "f16"}, {FormatBF16, "bf16"}} {
+		for _, K := range []int{1, 7, 64, 255, 256, 257, 300} {
+			w := randWeight(r, f.f, 2*panelN+1, K, 0, 0)
+			if vs := odd[f.f]; vs != nil {
+				for i := 0; i < len(w.U16); i += 3 {
+					w.U16[i] = vs[r.IntN(len(vs))]
+				}
+			} else {
+				for i := 0; i < len(w.F32); i += 3 {
+					w.F32[i] = []float32{0, float32(math.Copysign(0, -1)), 1e-45, -1.1754942e-38, math.MaxFloat32, float32(math.Inf(-1))}[r.IntN(6)]
+				}
+			}
+			row := make([]float32, K)
+			for _, c := range []struct{ n0, k0, kn int }{{0, 0, K}, {panelN + 1, 0, K}, {1, K / 3, K - K/3}, {panelN, K - 1, 1}, {3, K / 2, (K + 1) / 4}} {
+				if c.kn == 0 {
+					continue
+				}
+				want := make([]float32, panelN*c.kn)
+				w.widenPanel(want, c.n0, c.k0, c.kn)
+				for i := range panelN {
+					w.Row(row, c.n0+i)
+					for j := range c.kn {
+						if math.Float32bits(want[j*panelN+i]) != math.Float32bits(row[c.k0+j]) {
+							t.Fatalf("%s K=%d %+v: widenPanel row %d element %d = %g, Row has %g", f.name, K, c, i, c.k0+j, want[j*panelN+i], row[c.k0+j])
+						}
+					}
+				}
+				for _, ks := range kernelSets() {
+					if ks.fPanel == nil {
+						continue
+					}
+					got := make([]float32, panelN*c.kn+1)
+					got[len(got)-1] = 7
+					ks.fPanel(got[:panelN*c.kn], w, c.n0, c.k0, c.kn)
+					for i := range want {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%s %s K=%d %+v: p[%d] = %g, want %g", ks.name, f.name, K, c, i, got[i], want[i])
+						}
+					}
+					if got[len(got)-1] != 7 {
+						t.Fatalf("%s %s K=%d %+v: wrote past the panel", ks.name, f.name, K, c)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestMatMulFPanel checks f32, f16 and bf16 prefill (the panel path where a
+// kernel set has one: see doFPanel) against the float64 reference at the
+// panel's edges with the real panel step: N around multiples of panelN (the
+// rows past the last panel take the tiles), K around multiples of panelKC
+// (a ragged last step, odd K), L around the token tile and deqMinL.
+func TestMatMulFPanel(t *testing.T) {
+	r := rand.New(rand.NewPCG(19, 20))
+	p := NewPool(2)
+	defer p.Close()
+	for _, f := range []struct {
+		f    Format
+		name string
+	}{{FormatF16, "f16"}, {FormatBF16, "bf16"}, {FormatF32, "f32"}} {
+		for _, s := range []struct{ N, K, L int }{
+			{32, 256, 16}, {33, 257, 17}, {31, 256, 33}, {64, 255, 16}, {65, 300, 24},
+			{96, 512, 17}, {40, 513, 33}, {70, 96, 512}, {33, 257, 512}, {32, 1000, 29},
+		} {
+			w := randWeight(r, f.f, s.N, s.K, 0, 0)
+			x := randVec(r, s.L*s.K)
+			want, mag, _ := ref(w, x, s.L)
+			for _, ks := range kernelSets() {
+				t.Run(fmt.Sprintf("%s/N=%d/K=%d/L=%d/k=%s", f.name, s.N, s.K, s.L, ks.name), func(t *testing.T) {
+					defer useKernels(ks)()
+					var pt mmTask
+					panel := p.plan(&pt, nil, nil, s.L, w) == actPanel
+					if wantPanel := ks.pTile != nil && ks.fPanel != nil && s.N >= panelN; panel != wantPanel {
+						t.Fatalf("panel path %v, want %v", panel, wantPanel)
+					}
+					got := make([]float32, s.L*s.N)
+					for i := range got {
+						got[i] = float32(math.NaN()) // every output must be written
+					}
+					p.MatMul(got, x, s.L, w)
+					checkRef(t, got, want, mag, nil, 0)
+				})
 			}
 		}
 	}

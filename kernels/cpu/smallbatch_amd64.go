@@ -15,8 +15,9 @@ func fVecs4BF16(dst *float32, dstride int, n int, w *uint16, K int, x *float32, 
 
 // fVecs4 computes rows [n0, n1) of w against four rows of x (K apart) into
 // dst (rows N apart) as fMatVec computes each, and reports whether it could:
-// the kernel set's fMatVec is fMatVecAVX2's assembly (K a multiple of 8) and
-// the CPU has AVX-512VL for the kernels' registers.
+// the kernel set's fMatVec has fMatVecAVX2's arithmetic (its assembly or
+// fMatVecPF's, K a multiple of 8) and the CPU has AVX-512VL for the kernels'
+// registers.
 func fVecs4(k *kernelSet, dst []float32, N int, w *Weight, n0, n1 int, x []float32) bool {
 	K, n := w.K, n1-n0
 	if !hasAVX512 || k.name == kernGo.name || K%8 != 0 || K == 0 || n <= 0 {
