@@ -246,12 +246,13 @@ func init() {
 }
 
 // qMatVecBKernels are the byte-dot kernels by type of scales (metaF32,
-// metaBF16, metaF16), prefetch (PREFETCHT1, PREFETCHT0, PREFETCHT0 with the
-// 4-bit kernels paced: pfL1P) and variant.
-var qMatVecBKernels = [3][3][3]func(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64){
+// metaBF16, metaF16, metaK: 4-bit only), prefetch (PREFETCHT1, PREFETCHT0,
+// PREFETCHT0 with the 4-bit kernels paced: pfL1P) and variant.
+var qMatVecBKernels = [4][3][3]func(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64){
 	{{qMatVecB4, qMatVecB4S, qMatVecB8}, {qMatVecB4T0, qMatVecB4ST0, qMatVecB8T0}, {qMatVecB4T0P, qMatVecB4ST0P, qMatVecB8T0}},
 	{{qMatVecB4BF, qMatVecB4SBF, qMatVecB8BF}, {qMatVecB4BFT0, qMatVecB4SBFT0, qMatVecB8BFT0}, {qMatVecB4BFT0P, qMatVecB4SBFT0P, qMatVecB8BFT0}},
 	{{qMatVecB4H, qMatVecB4SH, qMatVecB8H}, {qMatVecB4HT0, qMatVecB4SHT0, qMatVecB8HT0}, {qMatVecB4HT0P, qMatVecB4SHT0P, qMatVecB8HT0}},
+	{{qMatVecB4K, qMatVecB4SK, nil}, {qMatVecB4KT0, qMatVecB4SKT0, nil}, {qMatVecB4KT0P, qMatVecB4SKT0P, nil}},
 }
 
 //go:noescape
@@ -325,6 +326,24 @@ func qMatVecB4SHT0P(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S in
 
 //go:noescape
 func qMatVecB8HT0(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
+
+//go:noescape
+func qMatVecB4K(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
+
+//go:noescape
+func qMatVecB4SK(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
+
+//go:noescape
+func qMatVecB4KT0(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
+
+//go:noescape
+func qMatVecB4SKT0(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
+
+//go:noescape
+func qMatVecB4KT0P(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
+
+//go:noescape
+func qMatVecB4SKT0P(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
 
 //go:noescape
 func dequantPanel4(p *float32, w *uint32, s, b *float32, groups, wpg int, woff, soff *int32)

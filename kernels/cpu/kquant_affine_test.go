@@ -8,11 +8,21 @@ import (
 	"testing"
 )
 
-// kqCode returns the affine code of element k of row n of a q4_0 or q8_0 w,
-// read from the block as ggml-common.h lays it out: q4_0 byte j holds element
-// j in its low nibble and j + 16 in its high one; q8_0 codes are q + 128.
+// kqCode returns the affine code of element k of row n of a q4_0, q8_0 or
+// q4_k w, read from the block as ggml-common.h lays it out: q4_0 byte j holds
+// element j in its low nibble and j + 16 in its high one; q8_0 codes are q +
+// 128; q4_k byte 32c + j of the 128 holds element 64c + j in its low nibble
+// and 64c + 32 + j in its high one.
 func kqCode(w *KQuant, n, k int) int {
 	r := w.row(n)
+	if w.Type == KQ4K {
+		b, e := r[144*(k/256)+16:], k%256
+		x := b[32*(e/64)+e%32]
+		if e%64 < 32 {
+			return int(x & 15)
+		}
+		return int(x >> 4)
+	}
 	if w.Type == KQ4_0 {
 		b, j := r[18*(k/32)+2:], k%32
 		if j < 16 {
@@ -21,6 +31,18 @@ func kqCode(w *KQuant, n, k int) int {
 		return int(b[j-16] >> 4)
 	}
 	return int(int8(r[34*(k/32)+2+k%32])) + 128
+}
+
+// kqScale returns the affine scale of group g (32 elements) of row n of a
+// q4_0, q8_0 or q4_k w: d, or d·sc for q4_k.
+func kqScale(w *KQuant, n, g int) float64 {
+	_, size := w.Type.BlockSize()
+	if w.Type != KQ4K {
+		return float64(f16At(w.row(n)[size*g:]))
+	}
+	b := w.row(n)[144*(g/8):]
+	sc, _ := scaleMin(g%8, b[4:16])
+	return float64(f16At(b)) * float64(sc)
 }
 
 // kqRef returns the float64 dot products of w's exactly dequantized rows
@@ -38,8 +60,7 @@ func kqRef(w *KQuant, x []float32, L int) (out, mag, qbound []float64) {
 		w.Row(row, n)
 		var qs float64
 		for g := range K / 32 {
-			_, size := w.Type.BlockSize()
-			d := math.Abs(float64(f16At(w.row(n)[size*g:])))
+			d := math.Abs(kqScale(w, n, g))
 			for k := 32 * g; k < 32*g+32; k++ {
 				qs += d * math.Abs(float64(kqCode(w, n, k))-c)
 			}
@@ -65,7 +86,10 @@ func kqRef(w *KQuant, x []float32, L int) (out, mag, qbound []float64) {
 // byte-plane bound for decode and small batches and float32 rounding for
 // prefill, at the kernels' edges: one chunk, one stripe of 16 groups and a
 // partial one, N around the four-row blocks and the 32-row prefill panels,
-// rows in one K-slab and in slabs of one stripe, L around deqMinL.
+// rows in one K-slab and in slabs of one stripe, L around deqMinL. q4_k
+// becomes a blocked weight of 4.625 bits a weight (integer scales and minima
+// with f16 factors: metaK) with the same checks, from one superblock (a stripe
+// of 8 groups) up.
 func TestPrepareKQuant(t *testing.T) {
 	for _, slabs := range []bool{false, true} {
 		t.Run(fmt.Sprintf("slabs=%v", slabs), func(t *testing.T) {
@@ -82,12 +106,18 @@ func checkPrepareKQuant(t *testing.T) {
 	p := NewPool(2)
 	defer p.Close()
 	r := rand.New(rand.NewPCG(31, 32))
-	for _, kt := range []KType{KQ4_0, KQ8_0} {
-		bits := map[KType]int{KQ4_0: 4, KQ8_0: 8}[kt]
+	for _, kt := range []KType{KQ4_0, KQ8_0, KQ4K} {
+		bits := map[KType]int{KQ4_0: 4, KQ8_0: 8, KQ4K: 4}[kt]
 		C := bChunk(bits)
-		for _, s := range []struct{ N, K int }{
+		shapes := []struct{ N, K int }{
 			{1, C}, {3, 2 * C}, {4, 512}, {5, 512 + C}, {9, 1536 + C}, {33, 512}, {70, 640},
-		} {
+		}
+		meta, bits8 := uint8(metaF16), 8*(bits+1) // 8 × bits a weight
+		if kt == KQ4K {
+			shapes = []struct{ N, K int }{{1, 256}, {3, 512}, {4, 256}, {5, 768}, {9, 1536 + 256}, {33, 512}, {70, 1280}}
+			meta, bits8 = metaK, 37
+		}
+		for _, s := range shapes {
 			t.Run(fmt.Sprintf("%s/N=%d/K=%d", kt, s.N, s.K), func(t *testing.T) {
 				kq := randKQuant(kt, s.N, s.K, r.Uint64())
 				w := PrepareKQuant(kq)
@@ -97,11 +127,15 @@ func checkPrepareKQuant(t *testing.T) {
 				if w == nil {
 					return
 				}
-				if w.Format != FormatQ || w.N != s.N || w.K != s.K || w.Q.Bits != bits || w.Q.GroupSize != 32 || w.Q.Blocked == nil || w.Q.meta != metaF16 {
-					t.Fatalf("PrepareKQuant: %v %d×%d q%d gs=%d meta %d, want blocked q%d gs=32 with f16 scales", w.Format, w.N, w.K, w.Q.Bits, w.Q.GroupSize, w.Q.meta, bits)
+				if w.Format != FormatQ || w.N != s.N || w.K != s.K || w.Q.Bits != bits || w.Q.GroupSize != 32 || w.Q.Blocked == nil || w.Q.meta != meta {
+					t.Fatalf("PrepareKQuant: %v %d×%d q%d gs=%d meta %d, want blocked q%d gs=32 with %s scales", w.Format, w.N, w.K, w.Q.Bits, w.Q.GroupSize, w.Q.meta, bits, metaNames[meta])
 				}
-				if got, want := w.Bytes(), s.N*s.K*(bits+1)/8; got != want {
-					t.Errorf("Bytes %d, want %d", got, want)
+				size := s.N * s.K * bits8 / 64
+				if kt == KQ4K && s.K%512 != 0 { // a last stripe of 8 groups has two factors, not one
+					size += 2 * 2 * s.N
+				}
+				if got := w.Bytes(); got != size {
+					t.Errorf("Bytes %d, want %d", got, size)
 				}
 				want, got := make([]float32, s.K), make([]float32, s.K)
 				for n := range s.N {
@@ -130,19 +164,19 @@ func checkPrepareKQuant(t *testing.T) {
 	}
 }
 
-// TestPrepareKQuantFallback: only q4_0 and q8_0 with finite scales and rows
-// of whole chunks become affine weights; scales whose biases (−8·d, −128·d)
-// overflow f16 keep them in f32, still exact.
+// TestPrepareKQuantFallback: only q4_0, q8_0 and q4_k with finite scales and
+// rows of whole chunks become affine weights; scales whose biases (−8·d,
+// −128·d) overflow f16 keep them in f32, still exact.
 func TestPrepareKQuantFallback(t *testing.T) {
 	if !kern.blocked {
-		for _, kt := range []KType{KQ4_0, KQ8_0} {
+		for _, kt := range []KType{KQ4_0, KQ8_0, KQ4K} {
 			if PrepareKQuant(randKQuant(kt, 4, 512, 1)) != nil {
 				t.Errorf("%s: an affine weight for the %s kernels, which do not read the blocked layout", kt, kern.name)
 			}
 		}
 		return
 	}
-	for _, kt := range []KType{KQ4K, KQ5K, KQ6K} {
+	for _, kt := range []KType{KQ5K, KQ6K} {
 		if PrepareKQuant(randKQuant(kt, 4, 512, 1)) != nil {
 			t.Errorf("%s: an affine weight", kt)
 		}
@@ -188,7 +222,7 @@ func TestPrepareKQuantFallback(t *testing.T) {
 	}
 }
 
-// TestMatVecsKQuantRowInvariant: for q4_0 and q8_0 weights in the affine
+// TestMatVecsKQuantRowInvariant: for q4_0, q8_0 and q4_k weights in the affine
 // form, each row of a MatVecs call has the bits a one-row MatMul and MatMuls
 // give it (batch invariance), at a partial four-row block, a partial stripe
 // and in K-slabs.
@@ -205,7 +239,7 @@ func TestMatVecsKQuantRowInvariant(t *testing.T) {
 	for _, tc := range []struct {
 		kt   KType
 		N, K int
-	}{{KQ4_0, 258, 2048}, {KQ8_0, 37, 576}, {KQ4_0, 22, 8192}, {KQ8_0, 41, 4096}} {
+	}{{KQ4_0, 258, 2048}, {KQ8_0, 37, 576}, {KQ4_0, 22, 8192}, {KQ8_0, 41, 4096}, {KQ4K, 258, 2048}, {KQ4K, 23, 8192}, {KQ4K, 13, 768}} {
 		t.Run(fmt.Sprintf("%s/N=%d/K=%d", tc.kt, tc.N, tc.K), func(t *testing.T) {
 			w, w2 := PrepareKQuant(randKQuant(tc.kt, tc.N, tc.K, r.Uint64())), PrepareKQuant(randKQuant(tc.kt, tc.N/2+3, tc.K, r.Uint64()))
 			if w == nil || w2 == nil {
@@ -213,5 +247,87 @@ func TestMatVecsKQuantRowInvariant(t *testing.T) {
 			}
 			checkRowInvariant(t, r, p, w, w2)
 		})
+	}
+}
+
+// TestPrepareQ4KFactors: a q4_k weight with one superblock's d or dmin at
+// f16's edges (the largest, zero, the subnormal range, negative) becomes a
+// blocked affine weight whose rows are the blocks' values, bit for bit, and
+// whose decode and small-batch MatMul match float64 within the byte-plane
+// bound; an infinite or NaN d or dmin keeps the weight as blocks. The
+// superblock sits in a full stripe and in a last stripe of 8 groups, in one
+// K-slab and in slabs of one stripe.
+func TestPrepareQ4KFactors(t *testing.T) {
+	if !kern.blocked {
+		return // TestPrepareKQuantFallback: no affine weight
+	}
+	for _, slabs := range []bool{false, true} {
+		t.Run(fmt.Sprintf("slabs=%v", slabs), func(t *testing.T) {
+			if slabs {
+				lowerBlockL1(t)
+			}
+			checkPrepareQ4KFactors(t)
+		})
+	}
+}
+
+func checkPrepareQ4KFactors(t *testing.T) {
+	p := NewPool(2)
+	defer p.Close()
+	r := rand.New(rand.NewPCG(35, 36))
+	const N, K = 7, 1280 // 40 groups: two full stripes, a last one of 8
+	for _, tc := range []struct {
+		name   string
+		d, min uint16
+		affine bool
+	}{
+		{"d=inf", 0x7c00, 0x1000, false}, {"d=nan", 0x7e00, 0x1000, false},
+		{"dmin=-inf", 0x1000, 0xfc00, false}, {"dmin=nan", 0x1000, 0xfe01, false},
+		{"d=max", 0x7bff, 0x1000, true}, {"dmin=-max", 0x1000, 0xfbff, true}, {"both=max", 0x7bff, 0x7bff, true},
+		{"d=0", 0x0000, 0x1000, true}, {"d=-0", 0x8000, 0x1000, true}, {"dmin=0", 0x1000, 0x0000, true},
+		{"d=subnormal", 0x0001, 0x03ff, true}, {"d=-subnormal", 0x83ff, 0x8001, true},
+		{"both=min normal", 0x0400, 0x8400, true},
+	} {
+		for _, sb := range []int{1, 4} { // superblock 1: stripe 0's second half; 4: the last stripe
+			kq := randKQuant(KQ4K, N, K, r.Uint64())
+			for n := range N {
+				if n%3 == 2 {
+					continue // some rows keep random factors
+				}
+				o := n*K/256*144 + sb*144
+				binary.LittleEndian.PutUint16(kq.B[o:], tc.d)
+				binary.LittleEndian.PutUint16(kq.B[o+2:], tc.min)
+			}
+			w := PrepareKQuant(kq)
+			name := fmt.Sprintf("%s/superblock=%d", tc.name, sb)
+			if !tc.affine {
+				if w != nil {
+					t.Errorf("%s: an affine weight", name)
+				}
+				continue
+			}
+			if w == nil || w.Q.meta != metaK {
+				t.Fatalf("%s: %v, want an affine weight with q4_k's scales", name, w)
+			}
+			want, got := make([]float32, K), make([]float32, K)
+			for n := range N {
+				kq.Row(want, n)
+				w.Row(got, n)
+				for k := range want {
+					if math.Float32bits(got[k]) != math.Float32bits(want[k]) {
+						t.Fatalf("%s: row %d col %d: %g, want %g", name, n, k, got[k], want[k])
+					}
+				}
+			}
+			for _, L := range []int{1, 3} {
+				x := randVec(r, L*K)
+				ref, mag, qb := kqRef(kq, x, L)
+				out := make([]float32, L*N)
+				p.MatMul(out, x, L, w)
+				t.Run(fmt.Sprintf("%s/L=%d", name, L), func(t *testing.T) {
+					checkRef(t, out, ref, mag, qb, 1/(2*bMaxT))
+				})
+			}
+		}
 	}
 }
