@@ -66,7 +66,8 @@ const (
 	metaF32 = iota
 	metaBF16
 	metaF16
-	metaK // an f16 per superblock of 8 groups times a u8 per group (Q4_K)
+	metaK  // an f16 per superblock of 8 groups times a u8 per group (Q4_K)
+	metaQ6 // an f16 per stripe times an int8 per group, no biases (Q6_K: see kquant_q6.go)
 )
 
 // metaRow is a row's G scales or biases in a blocked layout.
@@ -96,8 +97,19 @@ func metaRowBytes(G int, kind uint8) int {
 		return 4 * G
 	case metaK:
 		return G + 4*((G+15)/16)
+	case metaQ6:
+		return 18 * G / 16
 	}
 	return 2 * G
+}
+
+// biasRowBytes returns the bytes of a row's G biases stored as kind: those
+// of its scales, but none for metaQ6.
+func biasRowBytes(G int, kind uint8) int {
+	if kind == metaQ6 {
+		return 0
+	}
+	return metaRowBytes(G, kind)
 }
 
 // metaKind returns the narrowest element type that holds every value of s and
@@ -146,7 +158,10 @@ func putMeta(dst []byte, v []float32, kind uint8) {
 }
 
 // blockRowBytes returns S1: the bytes per row of the blocked layout.
-func blockRowBytes(q *QMatrix, K int) int { return K*q.Bits/8 + 2*metaRowBytes(K/q.GroupSize, q.meta) }
+func blockRowBytes(q *QMatrix, K int) int {
+	G := K / q.GroupSize
+	return K*q.Bits/8 + metaRowBytes(G, q.meta) + biasRowBytes(G, q.meta)
+}
 
 // Prepare rearranges w into the layout this CPU's kernels read fastest: with
 // the AVX-512 byte-dot kernels, 4/8-bit weights they take move to the blocked
@@ -219,6 +234,10 @@ func (q *QMatrix) blockRows(N, K int, rows func(dst *QMatrix, n0, n1 int)) {
 // blockRowsOf writes the block of rows [n0, n0+r) of a slab q (columns [q.k0,
 // q.k0+kw) of rows of K) from src, those rows row-major (row n0 first).
 func (q *QMatrix) blockRowsOf(src *QMatrix, n0, r, K, kw int) {
+	if q.meta == metaQ6 {
+		q.blockRowsOfQ6(src, n0, r, K, kw)
+		return
+	}
 	rb, G, S1, mb := kw*q.Bits/8, kw/q.GroupSize, blockRowBytes(q, kw), metaRowBytes(kw/q.GroupSize, q.meta)
 	wpg, words, rowG, g0 := q.wordsPerGroup(), K*q.Bits/32, K/q.GroupSize, q.k0/q.GroupSize
 	blk := q.Blocked[n0*S1 : (n0+r)*S1]
@@ -302,12 +321,17 @@ func (q *QMatrix) blockedRow(n, K int) (blk []byte, r, i int, s, b metaRow) {
 	blk = q.Blocked[n0*S1 : (n0+r)*S1]
 	i = n - n0
 	meta := blk[r*rb:]
-	return blk, r, i, metaRow{meta[i*mb : (i+1)*mb], q.meta}, metaRow{meta[(r+i)*mb : (r+i+1)*mb], q.meta}
+	bm, bb := meta[r*mb:], biasRowBytes(K/q.GroupSize, q.meta) // the biases
+	return blk, r, i, metaRow{meta[i*mb : (i+1)*mb], q.meta}, metaRow{bm[i*bb : (i+1)*bb], q.meta}
 }
 
 // unblock writes rows [n0, n1) of a blocked q (rows of K) into dst in the
 // row-major layout, as rows [0, n1−n0), growing dst's slices as needed.
 func (q *QMatrix) unblock(dst *QMatrix, n0, n1, K int) {
+	if q.meta == metaQ6 {
+		q.unblockQ6(dst, n0, n1, K)
+		return
+	}
 	words, G, wpg := K*q.Bits/32, K/q.GroupSize, q.wordsPerGroup()
 	dst.Bits, dst.GroupSize = q.Bits, q.GroupSize
 	dst.W = grow(dst.W, (n1-n0)*words)
@@ -352,6 +376,10 @@ func (q *QMatrix) checkBlocked(n0, n, S1 int) {
 
 // dequantBlockedRow is DequantRow for a blocked q.
 func (q *QMatrix) dequantBlockedRow(dst []float32, n, K int) {
+	if q.meta == metaQ6 {
+		q.dequantBlockedRowQ6(dst, n, K)
+		return
+	}
 	cw, mask := 32/q.Bits, uint32(1)<<q.Bits-1 // cw codes per word
 	for j := range q.slabs {
 		sl, kw := &q.slabs[j], q.slabCols(j, K)

@@ -256,13 +256,15 @@ DONE: \
 	VMOVDQU64 128(BX), Z2
 
 // STRIPES starts a block's stripe loop: codes, planes, stripes left, all lanes
-// and 64-byte chunks (LASTSTRIPE changes these last two for the last stripe).
+// and a row's chunks of CHUNKB bytes (LASTSTRIPE changes these last two for
+// the last stripe).
+#define CHUNKB 64
 #define STRIPES \
 	MOVQ   SI, AX; \
 	MOVQ   xb+40(FP), BX; \
 	MOVQ   S+56(FP), R13; \
 	KXNORW K1, K1, K1; \
-	MOVQ   $64, R8
+	MOVQ   $CHUNKB, R8
 
 // LASTSTRIPE(L) sets R8 and K1 for the last stripe when R13 says it is next
 // (L is a label).
@@ -581,3 +583,108 @@ TEXT ·qMatVecB4KT0P(SB), NOSPLIT, $0-112
 
 TEXT ·qMatVecB4SKT0P(SB), NOSPLIT, $0-112
 	K4SK(ROW4SP, PREFETCHT0, PFCUR)
+
+#undef SLOAD
+#undef MLOAD
+#undef MLOADT
+#undef MSTEP
+#undef RSTRIDE
+#undef CHUNKB
+#undef LASTSTRIPE
+#undef FINB
+
+// The q6_k kernels (metaQ6, kquant_q6.go): a row's chunk is 64 bytes of low
+// nibbles and 32 of their top two bits; every stripe is whole (a superblock),
+// and a row's scales are per stripe an f16 d and sixteen int8 sc, 18 bytes,
+// with no biases (cr has them: see actB). ROW6 is ROW4 with each nibble's
+// top bits put above it: Z7 gets the 32 bytes in both halves, and GF(2)
+// affine maps per qword (q6m1, q6m2: bits 0-1 or 2-3, and 4-5 or 6-7, of the
+// halves' bytes to bits 4-5) give the low and the high nibbles' (Z7, Z31).
+DATA q6m1<>+0(SB)/8, $0x0000000001020000
+DATA q6m1<>+8(SB)/8, $0x0000000001020000
+DATA q6m1<>+16(SB)/8, $0x0000000001020000
+DATA q6m1<>+24(SB)/8, $0x0000000001020000
+DATA q6m1<>+32(SB)/8, $0x0000000004080000
+DATA q6m1<>+40(SB)/8, $0x0000000004080000
+DATA q6m1<>+48(SB)/8, $0x0000000004080000
+DATA q6m1<>+56(SB)/8, $0x0000000004080000
+GLOBL q6m1<>(SB), RODATA|NOPTR, $64
+DATA q6m2<>+0(SB)/8, $0x0000000010200000
+DATA q6m2<>+8(SB)/8, $0x0000000010200000
+DATA q6m2<>+16(SB)/8, $0x0000000010200000
+DATA q6m2<>+24(SB)/8, $0x0000000010200000
+DATA q6m2<>+32(SB)/8, $0x0000000040800000
+DATA q6m2<>+40(SB)/8, $0x0000000040800000
+DATA q6m2<>+48(SB)/8, $0x0000000040800000
+DATA q6m2<>+56(SB)/8, $0x0000000040800000
+GLOBL q6m2<>(SB), RODATA|NOPTR, $64
+
+#define ROW6(caddr, C, H, AH, AM, AL) \
+	VBROADCASTI64X4 64 caddr, Z7; \
+	VGF2P8AFFINEQB  $0, q6m2<>(SB), Z7, Z31; \
+	VGF2P8AFFINEQB  $0, q6m1<>(SB), Z7, Z7; \
+	VMOVDQU32       caddr, C; \
+	VGF2P8AFFINEQB  $0, Z24, C, H; \
+	VPTERNLOGD      $0xea, Z7, Z6, C; \
+	VPORD           Z31, H, H; \
+	DOT4(C, H, AH, AM, AL)
+
+#define SLOAD(a, S) \
+	VPMOVSXBD    2 a, S; \
+	VCVTDQ2PS    S, S; \
+	VPBROADCASTW a, Y7; \
+	VCVTPH2PS    Y7, Z7; \
+	VMULPS       Z7, S, S
+
+#define MLOAD(a, D) SLOAD(a, D)
+#define MSTEP 18
+#define RSTRIDE \
+	SHRQ  $4, R11; \
+	IMULQ $18, R11
+#define CHUNKB 96
+#define LASTSTRIPE(L) L:
+
+// FINB for q6_k: F·dx, then F += Σ_g scale_g·cr_g, sixteen groups a step;
+// R10 (the block's end: no biases) stays.
+#define FINB(F, LOOP, TAIL, DONE) \
+	MOVQ        dq+80(FP), AX; \
+	VMULPS.BCST (AX), F, F; \
+	MOVQ        cr+96(FP), BX; \
+	MOVQ        R9, R13; \
+	MOVQ        G+32(FP), R12; \
+	SHRQ        $4, R12; \
+LOOP: \
+	MLOAD((R13), Z12); \
+	VFMADD231PS (BX), Z12, F; \
+	ADDQ        $64, BX; \
+	ADDQ        $MSTEP, R13; \
+	DECQ        R12; \
+	JNZ         LOOP; \
+TAIL: \
+DONE: \
+	ADDQ        R11, R9
+
+// A four-row block's chunks are 384 bytes: PF6 and PF6CUR prefetch the two
+// lines past PFA's four.
+#define PF6 \
+	PREFETCHT1 256(AX)(R14*1); \
+	PREFETCHT1 320(AX)(R14*1)
+#define PF6CUR \
+	PFCUR; \
+	PREFETCHT0 256(AX); \
+	PREFETCHT0 320(AX); \
+	PREFETCHT0 256(AX)(R14*1); \
+	PREFETCHT0 320(AX)(R14*1)
+
+#define K6(PFA, PFC) \
+	VPBROADCASTD b0f<>(SB), Z6; \
+	VPBROADCASTQ bhi4<>(SB), Z24; \
+	BODY(ROW6, LOADX4, 384, PFA, PFC)
+
+// qMatVecB6 and qMatVecB6T0: the q6_k kernels (GFNI), prefetching into L2
+// and L1.
+TEXT ·qMatVecB6(SB), NOSPLIT, $0-112
+	K6(PREFETCHT1, PF6)
+
+TEXT ·qMatVecB6T0(SB), NOSPLIT, $0-112
+	K6(PREFETCHT0, PF6CUR)

@@ -7,12 +7,13 @@ import (
 
 // PrepareKQuant returns w as the MLX affine [Weight] it is exactly, in the
 // blocked layout the byte-dot kernels read (see Prepare), when this CPU's
-// kernels read that layout and w is q4_0, q8_0 or q4_k with finite scales;
-// else nil, and w runs as stored. The result is a copy (4 bits of codes a
-// weight for q4_0 and q4_k and 8 for q8_0, plus a scale and a bias a
-// 32-element group: f16 where they are f16 values for q4_0 and q8_0, 5 and 9
-// bits a weight; for q4_k, 4.625 bits a weight, see below) that does not view
-// w's bytes.
+// kernels read that layout and w is q4_0, q8_0, q4_k or (where the kernels
+// take it: GFNI) q6_k with finite scales; else nil, and w runs as stored. The
+// result is a copy (4 bits of codes a weight for q4_0 and q4_k and 8 for
+// q8_0, plus a scale and a bias a 32-element group: f16 where they are f16
+// values for q4_0 and q8_0, 5 and 9 bits a weight; for q4_k 4.625 bits a
+// weight and for q6_k the 6.5625 it stores, see below) that does not view w's
+// bytes.
 //
 // A q4_0 block is an affine group of 32 with scale d, bias −8·d and codes q;
 // a q8_0 block one with scale d, bias −128·d and codes q + 128. With d an f16
@@ -30,9 +31,18 @@ import (
 // factors d and −dmin an f16 each (metaK, see blocked.go), and the kernels
 // form d·sc and −dmin·m as they go: the weights are the values gguf-py
 // computes, (d·sc)·q − dmin·m, bit for bit.
+//
+// A q6_k group of 16 is one with scale d·sc (int8 sc, f16 d a superblock),
+// bias −32·d·sc and 6-bit codes; its blocked layout (kquant_q6.go) keeps sc
+// and d as stored, splits the codes into low nibbles and top bits, and lets
+// the activations carry the bias: the weights are d·sc·(q − 32), equal to
+// gguf-py's as numbers (its −0 may be +0 here).
 func PrepareKQuant(w *KQuant) *Weight {
-	if w.Type == KQ4K {
+	switch w.Type {
+	case KQ4K:
 		return w.prepareQ4K()
+	case KQ6K:
+		return w.prepareQ6K()
 	}
 	bits, _ := w.affineForm()
 	if bits == 0 {

@@ -12,9 +12,20 @@ import (
 // q4_k w, read from the block as ggml-common.h lays it out: q4_0 byte j holds
 // element j in its low nibble and j + 16 in its high one; q8_0 codes are q +
 // 128; q4_k byte 32c + j of the 128 holds element 64c + j in its low nibble
-// and 64c + 32 + j in its high one.
+// and 64c + 32 + j in its high one; q6_k value 128n + 32u + j (u < 4, j < 32)
+// has the low (u < 2) or high nibble of ql[64n + 32(u mod 2) + j] and bits
+// 2u, 2u+1 of qh[32n + j] above it.
 func kqCode(w *KQuant, n, k int) int {
 	r := w.row(n)
+	if w.Type == KQ6K {
+		b, e := r[210*(k/256):], k%256
+		h, u, j := e/128, e%128/32, e%32
+		x := b[64*h+32*(u%2)+j]
+		if u >= 2 {
+			x >>= 4
+		}
+		return int(x&15 | (b[128+32*h+j]>>(2*u)&3)<<4)
+	}
 	if w.Type == KQ4K {
 		b, e := r[144*(k/256)+16:], k%256
 		x := b[32*(e/64)+e%32]
@@ -34,9 +45,14 @@ func kqCode(w *KQuant, n, k int) int {
 }
 
 // kqScale returns the affine scale of group g (32 elements) of row n of a
-// q4_0, q8_0 or q4_k w: d, or d·sc for q4_k.
+// q4_0, q8_0 or q4_k w (d, or d·sc for q4_k), or of group g of 16 of a q6_k w
+// (d·sc).
 func kqScale(w *KQuant, n, g int) float64 {
 	_, size := w.Type.BlockSize()
+	if w.Type == KQ6K {
+		b := w.row(n)[210*(g/16):]
+		return float64(f16At(b[208:])) * float64(int8(b[192+g%16]))
+	}
 	if w.Type != KQ4K {
 		return float64(f16At(w.row(n)[size*g:]))
 	}
@@ -51,17 +67,20 @@ func kqScale(w *KQuant, n, g int) float64 {
 func kqRef(w *KQuant, x []float32, L int) (out, mag, qbound []float64) {
 	N, K := w.N, w.K
 	out, mag, qbound = make([]float64, L*N), make([]float64, L*N), make([]float64, L*N)
-	c := 7.5
-	if w.Type == KQ8_0 {
+	c, gs := 7.5, 32
+	switch w.Type {
+	case KQ8_0:
 		c = 127.5
+	case KQ6K:
+		c, gs = 31.5, 16
 	}
 	row := make([]float32, K)
 	for n := range N {
 		w.Row(row, n)
 		var qs float64
-		for g := range K / 32 {
+		for g := range K / gs {
 			d := math.Abs(kqScale(w, n, g))
-			for k := 32 * g; k < 32*g+32; k++ {
+			for k := gs * g; k < gs*g+gs; k++ {
 				qs += d * math.Abs(float64(kqCode(w, n, k))-c)
 			}
 		}
@@ -106,8 +125,8 @@ func checkPrepareKQuant(t *testing.T) {
 	p := NewPool(2)
 	defer p.Close()
 	r := rand.New(rand.NewPCG(31, 32))
-	for _, kt := range []KType{KQ4_0, KQ8_0, KQ4K} {
-		bits := map[KType]int{KQ4_0: 4, KQ8_0: 8, KQ4K: 4}[kt]
+	for _, kt := range []KType{KQ4_0, KQ8_0, KQ4K, KQ6K} {
+		bits := map[KType]int{KQ4_0: 4, KQ8_0: 8, KQ4K: 4, KQ6K: 6}[kt]
 		C := bChunk(bits)
 		shapes := []struct{ N, K int }{
 			{1, C}, {3, 2 * C}, {4, 512}, {5, 512 + C}, {9, 1536 + C}, {33, 512}, {70, 640},
@@ -116,6 +135,11 @@ func checkPrepareKQuant(t *testing.T) {
 		if kt == KQ4K {
 			shapes = []struct{ N, K int }{{1, 256}, {3, 512}, {4, 256}, {5, 768}, {9, 1536 + 256}, {33, 512}, {70, 1280}}
 			meta, bits8 = metaK, 37
+		}
+		gs := 32
+		if kt == KQ6K {
+			shapes = []struct{ N, K int }{{1, 256}, {3, 512}, {4, 256}, {5, 768}, {9, 1792}, {33, 512}, {70, 1280}}
+			meta, gs = metaQ6, 16
 		}
 		for _, s := range shapes {
 			t.Run(fmt.Sprintf("%s/N=%d/K=%d", kt, s.N, s.K), func(t *testing.T) {
@@ -127,12 +151,15 @@ func checkPrepareKQuant(t *testing.T) {
 				if w == nil {
 					return
 				}
-				if w.Format != FormatQ || w.N != s.N || w.K != s.K || w.Q.Bits != bits || w.Q.GroupSize != 32 || w.Q.Blocked == nil || w.Q.meta != meta {
-					t.Fatalf("PrepareKQuant: %v %d×%d q%d gs=%d meta %d, want blocked q%d gs=32 with %s scales", w.Format, w.N, w.K, w.Q.Bits, w.Q.GroupSize, w.Q.meta, bits, metaNames[meta])
+				if w.Format != FormatQ || w.N != s.N || w.K != s.K || w.Q.Bits != bits || w.Q.GroupSize != gs || w.Q.Blocked == nil || w.Q.meta != meta {
+					t.Fatalf("PrepareKQuant: %v %d×%d q%d gs=%d meta %d, want blocked q%d gs=%d with %s scales", w.Format, w.N, w.K, w.Q.Bits, w.Q.GroupSize, w.Q.meta, bits, gs, metaNames[meta])
 				}
 				size := s.N * s.K * bits8 / 64
-				if kt == KQ4K && s.K%512 != 0 { // a last stripe of 8 groups has two factors, not one
+				switch {
+				case kt == KQ4K && s.K%512 != 0: // a last stripe of 8 groups has two factors, not one
 					size += 2 * 2 * s.N
+				case kt == KQ6K: // as stored
+					size = s.N * s.K / 256 * 210
 				}
 				if got := w.Bytes(); got != size {
 					t.Errorf("Bytes %d, want %d", got, size)
@@ -164,22 +191,23 @@ func checkPrepareKQuant(t *testing.T) {
 	}
 }
 
-// TestPrepareKQuantFallback: only q4_0, q8_0 and q4_k with finite scales and
-// rows of whole chunks become affine weights; scales whose biases (−8·d,
+// TestPrepareKQuantFallback: only q4_0, q8_0, q4_k and (where the kernels take
+// it) q6_k with finite scales and rows of whole chunks become affine weights; scales whose biases (−8·d,
 // −128·d) overflow f16 keep them in f32, still exact.
 func TestPrepareKQuantFallback(t *testing.T) {
 	if !kern.blocked {
-		for _, kt := range []KType{KQ4_0, KQ8_0, KQ4K} {
+		for _, kt := range []KType{KQ4_0, KQ8_0, KQ4K, KQ6K} {
 			if PrepareKQuant(randKQuant(kt, 4, 512, 1)) != nil {
 				t.Errorf("%s: an affine weight for the %s kernels, which do not read the blocked layout", kt, kern.name)
 			}
 		}
 		return
 	}
-	for _, kt := range []KType{KQ5K, KQ6K} {
-		if PrepareKQuant(randKQuant(kt, 4, 512, 1)) != nil {
-			t.Errorf("%s: an affine weight", kt)
-		}
+	if PrepareKQuant(randKQuant(KQ5K, 4, 512, 1)) != nil {
+		t.Errorf("%s: an affine weight", KQ5K)
+	}
+	if w := PrepareKQuant(randKQuant(KQ6K, 4, 512, 1)); (w != nil) != kern.q6 {
+		t.Errorf("%s: %v, want an affine weight iff the %s kernels take q6_k (%v)", KQ6K, w, kern.name, kern.q6)
 	}
 	if PrepareKQuant(randKQuant(KQ4_0, 4, 96, 1)) != nil {
 		t.Error("q4_0 with K = 96 (not whole 128-code chunks): an affine weight")
@@ -222,7 +250,7 @@ func TestPrepareKQuantFallback(t *testing.T) {
 	}
 }
 
-// TestMatVecsKQuantRowInvariant: for q4_0, q8_0 and q4_k weights in the affine
+// TestMatVecsKQuantRowInvariant: for q4_0, q8_0, q4_k and q6_k weights in the affine
 // form, each row of a MatVecs call has the bits a one-row MatMul and MatMuls
 // give it (batch invariance), at a partial four-row block, a partial stripe
 // and in K-slabs.
@@ -239,7 +267,11 @@ func TestMatVecsKQuantRowInvariant(t *testing.T) {
 	for _, tc := range []struct {
 		kt   KType
 		N, K int
-	}{{KQ4_0, 258, 2048}, {KQ8_0, 37, 576}, {KQ4_0, 22, 8192}, {KQ8_0, 41, 4096}, {KQ4K, 258, 2048}, {KQ4K, 23, 8192}, {KQ4K, 13, 768}} {
+	}{{KQ4_0, 258, 2048}, {KQ8_0, 37, 576}, {KQ4_0, 22, 8192}, {KQ8_0, 41, 4096}, {KQ4K, 258, 2048}, {KQ4K, 23, 8192}, {KQ4K, 13, 768},
+		{KQ6K, 258, 2048}, {KQ6K, 23, 8192}, {KQ6K, 13, 768}} {
+		if tc.kt == KQ6K && !kern.q6 {
+			continue
+		}
 		t.Run(fmt.Sprintf("%s/N=%d/K=%d", tc.kt, tc.N, tc.K), func(t *testing.T) {
 			w, w2 := PrepareKQuant(randKQuant(tc.kt, tc.N, tc.K, r.Uint64())), PrepareKQuant(randKQuant(tc.kt, tc.N/2+3, tc.K, r.Uint64()))
 			if w == nil || w2 == nil {
@@ -315,6 +347,80 @@ func checkPrepareQ4KFactors(t *testing.T) {
 				w.Row(got, n)
 				for k := range want {
 					if math.Float32bits(got[k]) != math.Float32bits(want[k]) {
+						t.Fatalf("%s: row %d col %d: %g, want %g", name, n, k, got[k], want[k])
+					}
+				}
+			}
+			for _, L := range []int{1, 3} {
+				x := randVec(r, L*K)
+				ref, mag, qb := kqRef(kq, x, L)
+				out := make([]float32, L*N)
+				p.MatMul(out, x, L, w)
+				t.Run(fmt.Sprintf("%s/L=%d", name, L), func(t *testing.T) {
+					checkRef(t, out, ref, mag, qb, 1/(2*bMaxT))
+				})
+			}
+		}
+	}
+}
+
+// TestPrepareQ6KScale: a q6_k weight with one superblock's d at f16's edges
+// (the largest, zero, −0, the subnormal range) becomes a blocked affine
+// weight whose rows are the blocks' values, and whose decode and small-batch
+// MatMul match float64 within the byte-plane bound; an infinite or NaN d
+// keeps the weight as blocks. In one K-slab and in slabs of one stripe.
+func TestPrepareQ6KScale(t *testing.T) {
+	if !kern.q6 {
+		return // TestPrepareKQuantFallback: no affine weight
+	}
+	for _, slabs := range []bool{false, true} {
+		t.Run(fmt.Sprintf("slabs=%v", slabs), func(t *testing.T) {
+			if slabs {
+				lowerBlockL1(t)
+			}
+			checkPrepareQ6KScale(t)
+		})
+	}
+}
+
+func checkPrepareQ6KScale(t *testing.T) {
+	p := NewPool(2)
+	defer p.Close()
+	r := rand.New(rand.NewPCG(37, 38))
+	const N, K = 6, 768
+	for _, tc := range []struct {
+		name   string
+		d      uint16
+		affine bool
+	}{
+		{"inf", 0x7c00, false}, {"-inf", 0xfc00, false}, {"nan", 0x7e00, false},
+		{"max", 0x7bff, true}, {"-max", 0xfbff, true}, {"0", 0x0000, true}, {"-0", 0x8000, true},
+		{"subnormal", 0x0001, true}, {"-subnormal", 0x83ff, true}, {"min normal", 0x0400, true},
+	} {
+		for _, sb := range []int{0, 2} {
+			kq := randKQuant(KQ6K, N, K, r.Uint64())
+			for n := range N {
+				if n%3 != 1 {
+					binary.LittleEndian.PutUint16(kq.B[n*K/256*210+sb*210+208:], tc.d)
+				}
+			}
+			w := PrepareKQuant(kq)
+			name := fmt.Sprintf("d=%s/superblock=%d", tc.name, sb)
+			if !tc.affine {
+				if w != nil {
+					t.Errorf("%s: an affine weight", name)
+				}
+				continue
+			}
+			if w == nil || w.Q.meta != metaQ6 {
+				t.Fatalf("%s: %v, want an affine weight with q6_k's scales", name, w)
+			}
+			want, got := make([]float32, K), make([]float32, K)
+			for n := range N {
+				kq.Row(want, n)
+				w.Row(got, n)
+				for k := range want {
+					if got[k] != want[k] { // equal as numbers: d·sc·(32 − 32) may be −0
 						t.Fatalf("%s: row %d col %d: %g, want %g", name, n, k, got[k], want[k])
 					}
 				}
