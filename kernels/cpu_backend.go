@@ -76,8 +76,8 @@ func (c *CPU) NewF16(shape ...int) *Tensor {
 // Upload checks a host tensor and attaches its [cpu.Weight] view ([cpu.MXFP4]
 // for MXFP4, [cpu.KQuant] for the GGUF block types). It copies nothing,
 // except the 4/8-bit weights this CPU's kernels read in their own layout (see
-// [cpu.Prepare]), GGUF Q4_0 and Q8_0 among them as the affine weights they
-// are (see [cpu.PrepareKQuant]): those move there in one copy, and the tensor
+// [cpu.Prepare]), GGUF Q4_0, Q8_0, Q4_K and Q6_K among them as the affine
+// weights they are (see [cpu.PrepareKQuant]): those move there in one copy, and the tensor
 // returned is a new one that no longer views t's memory; and 16-bit affine
 // scales and biases, which it widens to f32.
 func (c *CPU) Upload(t *Tensor) (*Tensor, error) {
@@ -98,7 +98,7 @@ func (c *CPU) Upload(t *Tensor) (*Tensor, error) {
 		if err != nil {
 			return nil, err
 		}
-		if w := cpu.PrepareKQuant(kq); w != nil { // Q4_0, Q8_0: the affine fast path
+		if w := cpu.PrepareKQuant(kq); w != nil { // Q4_0, Q8_0, Q4_K, Q6_K: the affine fast path
 			return &Tensor{DType: t.DType, Shape: t.Shape, Buf: w}, nil
 		}
 		t.Buf = kq

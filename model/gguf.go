@@ -845,6 +845,11 @@ func estimateGGUF(path string, o Options, so SessionOptions) (weights, session i
 			// Q4_0, Q8_0: the CPU backend's affine form, codes and an f16
 			// scale and bias a block (cpu.PrepareKQuant), not smaller as stored
 			weights += int64(rows) * int64(cols) * int64(bits*group+32) / int64(8*group)
+		case native && len(t.Dims) == 2 && t.Type == gguf.TypeQ4_K:
+			// the CPU backend's affine form: the codes, a byte of scale and
+			// of min a 32-group and an f16 d and dmin for each half of a
+			// stripe of 16 groups, a last half stripe's twice (cpu.PrepareKQuant)
+			weights += int64(rows) * (int64(cols)/2 + 2*(int64(cols)/32+4*((int64(cols)/32+15)/16)))
 		case native && len(t.Dims) == 2: // the blocks as stored
 			weights += int64(len(t.Data))
 		case ok && len(t.Dims) == 2:

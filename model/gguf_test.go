@@ -177,13 +177,26 @@ func checkGGUFNative(t *testing.T, m *Model, path string) {
 		}
 		b := int64(len(tt.Data))
 		if w, ok := bufOf(got).(*cpu.Weight); ok && native {
-			// Q4_0, Q8_0 as the affine weights they are (cpu.PrepareKQuant):
-			// the codes, then an f16 scale and bias a 32-element block
-			bits := map[gguf.Type]int{gguf.TypeQ4_0: 4, gguf.TypeQ8_0: 8}[tt.Type]
-			if bits == 0 || w.Format != cpu.FormatQ || w.Q.Bits != bits || w.Q.GroupSize != 32 {
+			// Q4_0, Q8_0, Q4_K and Q6_K as the affine weights they are
+			// (cpu.PrepareKQuant): the codes, then an f16 scale and bias a
+			// 32-element block, or for Q4_K a byte of scale and of min and
+			// an f16 d and dmin a superblock (two of each for the last of a
+			// row with K mod 512 = 256); Q6_K as stored
+			bits := map[gguf.Type]int{gguf.TypeQ4_0: 4, gguf.TypeQ8_0: 8, gguf.TypeQ4_K: 4, gguf.TypeQ6_K: 6}[tt.Type]
+			gs := 32
+			if tt.Type == gguf.TypeQ6_K {
+				gs = 16
+			}
+			if bits == 0 || w.Format != cpu.FormatQ || w.Q.Bits != bits || w.Q.GroupSize != gs {
 				t.Errorf("%s (%s) loaded as a %v weight", tt.Name, tt.Type, w.Format)
 			}
 			b = int64(w.N) * int64(w.K) * int64(bits*32+32) / (8 * 32)
+			switch tt.Type {
+			case gguf.TypeQ4_K:
+				b = int64(w.N) * (int64(w.K)*37/64 + 4*int64(w.K%512/256))
+			case gguf.TypeQ6_K:
+				b = int64(len(tt.Data))
+			}
 		}
 		if tt.Name != "rope_freqs.weight" {
 			fileBytes += b
@@ -197,7 +210,7 @@ func checkGGUFNative(t *testing.T, m *Model, path string) {
 		}
 	}
 	if allNative && m.WeightBytes() != fileBytes {
-		t.Errorf("WeightBytes %d, want the file's %d tensor bytes (Q4_0 and Q8_0 in the CPU's affine form)", m.WeightBytes(), fileBytes)
+		t.Errorf("WeightBytes %d, want the file's %d tensor bytes (Q4_0, Q8_0, Q4_K and Q6_K in the CPU's affine form)", m.WeightBytes(), fileBytes)
 	}
 	if testing.Verbose() {
 		t.Logf("%d native matrices; weight bytes %d (file tensors %d)", checked, m.WeightBytes(), fileBytes)

@@ -26,6 +26,11 @@ import "math"
 // straddles two), sx_g is the exact Σx of group g and cr_g = c·(sx_g − dx·Σt)
 // with c = (2^bits − 1)/2 centres the codes, as for actQ.
 //
+// A blocked q6_k weight (6-bit codes, groups of 16: see kquant_q6.go) reads
+// the planes of 4-bit codes in groups of 16 (its low nibbles; its top bits
+// follow them, value for value), with c = 31.5; its biases, −32 times its
+// scales, are not stored, and cr_g = c·(sx_g − dx·Σt) − 32·sx_g takes them in.
+//
 // The rounding error of a value is at most dx/2 = amax/(2·bMaxT) ≈ 2⁻²⁴·amax:
 // decoding the tinycode q4/q8 models, the logits stay within 2.3e-5 of
 // transformers' (the int16 kernels: 1.1e-5; a 2⁻²¹·amax grid measured 6e-5,
@@ -45,7 +50,9 @@ type actB struct {
 	// the call in flight (see Do)
 	x    []float32
 	gs   int
-	bits int
+	bits int     // of the codes' layout: 4 or 8
+	c    float64 // the codes' centre
+	off  float64 // −bias/scale folded into cr: 32 for q6_k, else 0
 }
 
 // bMaxT bounds |t|: it keeps hi within ±127 after lo and mid take their
@@ -57,8 +64,12 @@ func bChunk(bits int) int { return 512 / bits }
 
 // bFits reports whether the byte-dot kernels take q with rows of K: 4 or 8
 // bits, groups a multiple of 32 up to 256 (the amd64 kernels' int32 sums over
-// a group stay exact up to there), K a multiple of the chunk.
+// a group stay exact up to there), K a multiple of the chunk; or a q6_k
+// weight's blocked layout (metaQ6), rows of whole superblocks.
 func bFits(q *QMatrix, K int) bool {
+	if q.meta == metaQ6 {
+		return q.Bits == 6 && q.GroupSize == 16 && K%256 == 0
+	}
 	return (q.Bits == 4 || q.Bits == 8) && q.GroupSize >= 32 && q.GroupSize <= 256 && q.GroupSize%32 == 0 &&
 		K%q.GroupSize == 0 && K%bChunk(q.Bits) == 0
 }
@@ -90,6 +101,10 @@ func (a *actB) rowBytes() int { return 3 * a.C * a.nchunk }
 // blocked layout's order if striped, quantizing the rows over p's threads
 // when there are several.
 func (a *actB) quantize(p *Pool, x []float32, L, K, gs, bits int, striped bool) {
+	a.c, a.off = float64(int(1)<<bits-1)/2, 0
+	if bits == 6 { // q6_k: see above
+		bits, a.off = 4, 32
+	}
 	C := bChunk(bits)
 	G := K / gs
 	a.x, a.gs, a.bits = x, gs, bits
@@ -113,8 +128,7 @@ func (a *actB) quantize(p *Pool, x []float32, L, K, gs, bits int, striped bool) 
 
 // Do quantizes rows [lo, hi) of a.x.
 func (a *actB) Do(lo, hi int) {
-	K, G, C, gs := a.K, a.G, a.C, a.gs
-	c := float64(int(1)<<a.bits-1) / 2
+	K, G, C, gs, c := a.K, a.G, a.C, a.gs, a.c
 	for l := lo; l < hi; l++ {
 		x := a.x[l*K : (l+1)*K]
 		d := absMax(x) / bMaxT
@@ -136,7 +150,7 @@ func (a *actB) Do(lo, hi int) {
 		}
 		for g, s := range sums {
 			sx[g] = float32(s)
-			cr[g] = float32(c * (s - float64(d)*float64(tsum[g])))
+			cr[g] = float32(c*(s-float64(d)*float64(tsum[g])) - a.off*s)
 		}
 	}
 }

@@ -34,7 +34,19 @@ import (
 //
 // Scales and biases are bf16 (m = 2) when all of them are bf16 values, as in
 // MLX's checkpoints, else f16 when all are f16 values, else f32 (m = 4): a
-// 4-bit weight with groups of 64 then reads 4.5 bits per weight, not 5.
+// 4-bit weight with groups of 64 then reads 4.5 bits per weight, not 5. A
+// row's G scales (or biases) take G·m bytes, its meta bytes (metaRowBytes).
+//
+// A GGUF Q4_K weight keeps its scales and biases as the integers and
+// half-precision factors they are (metaK, see PrepareKQuant): scale_g =
+// d_b·sc_g and bias_g = e_b·m_g with sc_g, m_g < 64 per group of 32 and d_b,
+// e_b f16 per superblock b of eight groups. A row's scales are then, per
+// stripe, d of its two superblocks (f16, the second repeating the first in a
+// last stripe of 8 groups) and its groups' sc (u8): 20 bytes a stripe of 16
+// groups, 12 a stripe of 8; its biases the same with e and m. The kernels
+// form each stripe's sixteen scales d·sc in float32, exactly (an f16 times
+// an integer below 2⁶), so a 4-bit weight reads 4 + 0.625 bits, where f32
+// scales and biases would take 6.
 //
 // Rows too long for L1 are cut into K-slabs. A kernel keeps a row's activation
 // planes (3 bytes an element, see actB) and a four-row block's codes in L1;
@@ -54,6 +66,8 @@ const (
 	metaF32 = iota
 	metaBF16
 	metaF16
+	metaK  // an f16 per superblock of 8 groups times a u8 per group (Q4_K)
+	metaQ6 // an f16 per stripe times an int8 per group, no biases (Q6_K: see kquant_q6.go)
 )
 
 // metaRow is a row's G scales or biases in a blocked layout.
@@ -68,8 +82,34 @@ func (m metaRow) at(g int) float32 {
 		return BF16ToF32(binary.LittleEndian.Uint16(m.b[2*g:]))
 	case metaF16:
 		return F16ToF32(binary.LittleEndian.Uint16(m.b[2*g:]))
+	case metaK:
+		s := m.b[20*(g/16):] // the group's stripe: two f16 factors, then a byte a group
+		return f16At(s[2*(g%16/8):]) * float32(s[4+g%16])
 	}
 	return math.Float32frombits(binary.LittleEndian.Uint32(m.b[4*g:]))
+}
+
+// metaRowBytes returns the bytes of a row's G scales (or biases) stored as
+// kind.
+func metaRowBytes(G int, kind uint8) int {
+	switch kind {
+	case metaF32:
+		return 4 * G
+	case metaK:
+		return G + 4*((G+15)/16)
+	case metaQ6:
+		return 18 * G / 16
+	}
+	return 2 * G
+}
+
+// biasRowBytes returns the bytes of a row's G biases stored as kind: those
+// of its scales, but none for metaQ6.
+func biasRowBytes(G int, kind uint8) int {
+	if kind == metaQ6 {
+		return 0
+	}
+	return metaRowBytes(G, kind)
 }
 
 // metaKind returns the narrowest element type that holds every value of s and
@@ -118,14 +158,9 @@ func putMeta(dst []byte, v []float32, kind uint8) {
 }
 
 // blockRowBytes returns S1: the bytes per row of the blocked layout.
-func blockRowBytes(q *QMatrix, K int) int { return K*q.Bits/8 + 2*(K/q.GroupSize)*q.metaBytes() }
-
-// metaBytes returns the bytes of one of a blocked q's scales or biases.
-func (q *QMatrix) metaBytes() int {
-	if q.meta == metaF32 {
-		return 4
-	}
-	return 2
+func blockRowBytes(q *QMatrix, K int) int {
+	G := K / q.GroupSize
+	return K*q.Bits/8 + metaRowBytes(G, q.meta) + biasRowBytes(G, q.meta)
 }
 
 // Prepare rearranges w into the layout this CPU's kernels read fastest: with
@@ -199,7 +234,11 @@ func (q *QMatrix) blockRows(N, K int, rows func(dst *QMatrix, n0, n1 int)) {
 // blockRowsOf writes the block of rows [n0, n0+r) of a slab q (columns [q.k0,
 // q.k0+kw) of rows of K) from src, those rows row-major (row n0 first).
 func (q *QMatrix) blockRowsOf(src *QMatrix, n0, r, K, kw int) {
-	rb, G, S1, m := kw*q.Bits/8, kw/q.GroupSize, blockRowBytes(q, kw), q.metaBytes()
+	if q.meta == metaQ6 {
+		q.blockRowsOfQ6(src, n0, r, K, kw)
+		return
+	}
+	rb, G, S1, mb := kw*q.Bits/8, kw/q.GroupSize, blockRowBytes(q, kw), metaRowBytes(kw/q.GroupSize, q.meta)
 	wpg, words, rowG, g0 := q.wordsPerGroup(), K*q.Bits/32, K/q.GroupSize, q.k0/q.GroupSize
 	blk := q.Blocked[n0*S1 : (n0+r)*S1]
 	// the block's codes as words, written in order (see blockedWord):
@@ -219,9 +258,16 @@ func (q *QMatrix) blockRowsOf(src *QMatrix, n0, r, K, kw int) {
 		}
 	}
 	for i := range r {
+		if q.meta == metaK { // src.kmeta's rows, in this form already: the slab's stripes
+			rm, o := metaRowBytes(rowG, metaK), metaRowBytes(g0, metaK)
+			row := src.kmeta[2*i*rm : 2*(i+1)*rm]
+			copy(blk[r*rb+i*mb:r*rb+(i+1)*mb], row[o:o+mb])
+			copy(blk[r*rb+(r+i)*mb:r*rb+(r+i+1)*mb], row[rm+o:rm+o+mb])
+			continue
+		}
 		at := i*rowG + g0
-		putMeta(blk[r*rb+i*G*m:], src.Scales[at:at+G], q.meta)
-		putMeta(blk[r*rb+(r+i)*G*m:], src.Biases[at:at+G], q.meta)
+		putMeta(blk[r*rb+i*mb:], src.Scales[at:at+G], q.meta)
+		putMeta(blk[r*rb+(r+i)*mb:], src.Biases[at:at+G], q.meta)
 	}
 }
 
@@ -266,7 +312,7 @@ func alignedBytes(n int) []byte {
 // blockedRow returns where row n (of K) of a blocked q of one slab lies: its
 // block, the rows in the block and its index there, and its scales and biases.
 func (q *QMatrix) blockedRow(n, K int) (blk []byte, r, i int, s, b metaRow) {
-	rb, G, S1, m := K*q.Bits/8, K/q.GroupSize, blockRowBytes(q, K), q.metaBytes()
+	rb, S1, mb := K*q.Bits/8, blockRowBytes(q, K), metaRowBytes(K/q.GroupSize, q.meta)
 	N := len(q.Blocked) / S1
 	n0, r := n&^3, 4
 	if n >= N&^3 {
@@ -275,12 +321,17 @@ func (q *QMatrix) blockedRow(n, K int) (blk []byte, r, i int, s, b metaRow) {
 	blk = q.Blocked[n0*S1 : (n0+r)*S1]
 	i = n - n0
 	meta := blk[r*rb:]
-	return blk, r, i, metaRow{meta[i*G*m : (i+1)*G*m], q.meta}, metaRow{meta[(r+i)*G*m : (r+i+1)*G*m], q.meta}
+	bm, bb := meta[r*mb:], biasRowBytes(K/q.GroupSize, q.meta) // the biases
+	return blk, r, i, metaRow{meta[i*mb : (i+1)*mb], q.meta}, metaRow{bm[i*bb : (i+1)*bb], q.meta}
 }
 
 // unblock writes rows [n0, n1) of a blocked q (rows of K) into dst in the
 // row-major layout, as rows [0, n1−n0), growing dst's slices as needed.
 func (q *QMatrix) unblock(dst *QMatrix, n0, n1, K int) {
+	if q.meta == metaQ6 {
+		q.unblockQ6(dst, n0, n1, K)
+		return
+	}
 	words, G, wpg := K*q.Bits/32, K/q.GroupSize, q.wordsPerGroup()
 	dst.Bits, dst.GroupSize = q.Bits, q.GroupSize
 	dst.W = grow(dst.W, (n1-n0)*words)
@@ -325,6 +376,10 @@ func (q *QMatrix) checkBlocked(n0, n, S1 int) {
 
 // dequantBlockedRow is DequantRow for a blocked q.
 func (q *QMatrix) dequantBlockedRow(dst []float32, n, K int) {
+	if q.meta == metaQ6 {
+		q.dequantBlockedRowQ6(dst, n, K)
+		return
+	}
 	cw, mask := 32/q.Bits, uint32(1)<<q.Bits-1 // cw codes per word
 	for j := range q.slabs {
 		sl, kw := &q.slabs[j], q.slabCols(j, K)

@@ -37,7 +37,7 @@ func withMeta(w *Weight, kind uint8) *Weight {
 	return &c
 }
 
-var metaNames = [...]string{metaF32: "f32", metaBF16: "bf16", metaF16: "f16"}
+var metaNames = [...]string{metaF32: "f32", metaBF16: "bf16", metaF16: "f16", metaK: "q4_k's", metaQ6: "q6_k's"}
 
 // TestBlocked moves weights to the blocked layout and back, at four-row block
 // edges (N mod 4 = 0…3), every chunk and group shape and stripes whole and

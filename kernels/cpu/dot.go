@@ -26,6 +26,9 @@ type kernelSet struct {
 	// are then whole blocks: n0 a multiple of 4, and so is len(dst) unless the
 	// rows run to the last.
 	blocked bool
+	// q6: qMatVecB also reads q6_k weights in their blocked layout (see
+	// kquant_q6.go).
+	q6 bool
 
 	// fMatVec writes dst[i] = row n0+i of w · x for f32, f16 and bf16 weights.
 	fMatVec func(dst []float32, w *Weight, n0 int, x []float32)

@@ -88,12 +88,15 @@ func qMatVecBAsm(dst []float32, q *QMatrix, K, n0 int, a *actB, l int, pf pfArm)
 	w := q.Blocked[n0*S1 : (n0+n)*S1]
 	xb := a.xb[l*a.rowBytes()+a.at(q.k0):] // a slab starts a stripe: lane 0 of its first chunk
 	sx, cr := a.sx[l*a.G+g0:], a.cr[l*a.G+g0:]
-	v := 2 // kernel variant: 4-bit GFNI, 4-bit shifts, 8-bit
+	v, wpg := 2, q.wordsPerGroup() // kernel variant: 4-bit GFNI, 4-bit shifts, 8-bit; chunks a stripe
 	switch {
-	case q.Bits == 4 && hasGFNI:
+	case q.Bits == 4 && hasGFNI, q.meta == metaQ6: // q6_k: GFNI only (see kern.q6)
 		v = 0
 	case q.Bits == 4:
 		v = 1
+	}
+	if q.meta == metaQ6 {
+		wpg = 2
 	}
 	S := (G + 15) / 16 // stripes
 	dist, hint := 0, 0
@@ -104,7 +107,7 @@ func qMatVecBAsm(dst []float32, q *QMatrix, K, n0 int, a *actB, l int, pf pfArm)
 		dist, hint = max(4*S1, pfL1Ahead), 1+int(pf-pfL1)
 	}
 	f := qMatVecBKernels[q.meta][hint][v]
-	f(&dst[0], n, &w[0], K*q.Bits/8, G, &xb[0], q.wordsPerGroup(), S, 1<<(G-16*(S-1))-1,
+	f(&dst[0], n, &w[0], K*q.Bits/8, G, &xb[0], wpg, S, 1<<(G-16*(S-1))-1,
 		dist, &a.dq[l], &sx[0], &cr[0], 1<<(G%16)-1)
 }
 
@@ -213,6 +216,7 @@ var kernVNNI = kernelSet{
 	qMatVec:  qMatVecAVX2,
 	qMatVecB: qMatVecBAsm,
 	blocked:  true,
+	q6:       hasGFNI,
 	tunePF:   true,
 	fMatVec:  fMatVecPF,
 	fTile:    fTileAVX2,
@@ -248,12 +252,14 @@ func init() {
 }
 
 // qMatVecBKernels are the byte-dot kernels by type of scales (metaF32,
-// metaBF16, metaF16), prefetch (PREFETCHT1, PREFETCHT0, PREFETCHT0 with the
-// 4-bit kernels paced: pfL1P) and variant.
-var qMatVecBKernels = [3][3][3]func(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64){
+// metaBF16, metaF16, metaK: 4-bit only, metaQ6: q6_k only), prefetch (PREFETCHT1, PREFETCHT0,
+// PREFETCHT0 with the 4-bit kernels paced: pfL1P) and variant.
+var qMatVecBKernels = [5][3][3]func(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64){
 	{{qMatVecB4, qMatVecB4S, qMatVecB8}, {qMatVecB4T0, qMatVecB4ST0, qMatVecB8T0}, {qMatVecB4T0P, qMatVecB4ST0P, qMatVecB8T0}},
 	{{qMatVecB4BF, qMatVecB4SBF, qMatVecB8BF}, {qMatVecB4BFT0, qMatVecB4SBFT0, qMatVecB8BFT0}, {qMatVecB4BFT0P, qMatVecB4SBFT0P, qMatVecB8BFT0}},
 	{{qMatVecB4H, qMatVecB4SH, qMatVecB8H}, {qMatVecB4HT0, qMatVecB4SHT0, qMatVecB8HT0}, {qMatVecB4HT0P, qMatVecB4SHT0P, qMatVecB8HT0}},
+	{{qMatVecB4K, qMatVecB4SK, nil}, {qMatVecB4KT0, qMatVecB4SKT0, nil}, {qMatVecB4KT0P, qMatVecB4SKT0P, nil}},
+	{{qMatVecB6, nil, nil}, {qMatVecB6T0, nil, nil}, {qMatVecB6T0, nil, nil}},
 }
 
 //go:noescape
@@ -327,6 +333,30 @@ func qMatVecB4SHT0P(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S in
 
 //go:noescape
 func qMatVecB8HT0(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
+
+//go:noescape
+func qMatVecB4K(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
+
+//go:noescape
+func qMatVecB4SK(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
+
+//go:noescape
+func qMatVecB4KT0(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
+
+//go:noescape
+func qMatVecB4SKT0(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
+
+//go:noescape
+func qMatVecB4KT0P(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
+
+//go:noescape
+func qMatVecB4SKT0P(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
+
+//go:noescape
+func qMatVecB6(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
+
+//go:noescape
+func qMatVecB6T0(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int, smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64)
 
 //go:noescape
 func dequantPanel4(p *float32, w *uint32, s, b *float32, groups, wpg int, woff, soff *int32)

@@ -22,13 +22,14 @@
 // shuffle tree for a four-row block's four rows: SUM4).
 //
 // Registers: DI dst, CX rows left, SI the block, R9 the stripe's scales (then
-// the row's, in FINISH), R10 the block's biases, R11 G·m (a row's scales or
-// biases), R15 3·R11; in the stripe loop R8 the bytes of one row's chunk (64, or
+// the row's, in FINISH), R10 the block's biases, R11 the bytes of a row's
+// scales or biases (G·m; see RSTRIDE), R15 3·R11; in the stripe loop R8 the bytes of one row's chunk (64, or
 // 4 per group in the last stripe), R13 stripes left, AX codes, BX planes, R12
 // chunks left, R14 the prefetch distance, DX addresses. Z0-Z5 planes, Z6 0x0f
 // bytes (4-bit), Z24 the GF(2) shift matrix (4-bit), Z29 256.0, Z8-Z11 row
 // sums F, Z12-Z23 the int sums (three per row), Z25-Z28 scratch, Z30 the
-// scales, Z31 PACE's, K1 the stripe's lanes, K2 tail groups of the bias pass.
+// scales, Z31 PACE's, K1 the stripe's lanes, K2 tail groups of the bias pass;
+// Z7 and K3 for Q4_K's scales (KD).
 
 // A four-row block prefetches the codes pf bytes ahead with instruction PFA
 // (the caller's distance, at least one block: 4·S1; or 0, which leaves the
@@ -255,13 +256,15 @@ DONE: \
 	VMOVDQU64 128(BX), Z2
 
 // STRIPES starts a block's stripe loop: codes, planes, stripes left, all lanes
-// and 64-byte chunks (LASTSTRIPE changes these last two for the last stripe).
+// and a row's chunks of CHUNKB bytes (LASTSTRIPE changes these last two for
+// the last stripe).
+#define CHUNKB 64
 #define STRIPES \
 	MOVQ   SI, AX; \
 	MOVQ   xb+40(FP), BX; \
 	MOVQ   S+56(FP), R13; \
 	KXNORW K1, K1, K1; \
-	MOVQ   $64, R8
+	MOVQ   $CHUNKB, R8
 
 // LASTSTRIPE(L) sets R8 and K1 for the last stripe when R13 says it is next
 // (L is a label).
@@ -285,7 +288,7 @@ L:
 	MOVQ         n+8(FP), CX; \
 	MOVQ         w+16(FP), SI; \
 	MOVQ         G+32(FP), R11; \
-	SHLQ         $MSHIFT, R11; \
+	RSTRIDE; \
 	LEAQ         (R11)(R11*2), R15; \
 block4: \
 	CMPQ      CX, $4; \
@@ -401,13 +404,16 @@ done: \
 
 // The scales and biases: SLOAD loads a stripe's scales as floats (lanes K1),
 // MLOAD sixteen scales or biases, MLOADT the last ones (lanes K2); MSTEP is the
-// bytes of sixteen, 1<<MSHIFT of one.
-// Each kernel is assembled three times, for f32, bf16 and f16 ones.
+// bytes of sixteen, 1<<MSHIFT of one, and RSTRIDE turns R11 from G into the
+// bytes of a row's G.
+// Each kernel is assembled three times, for f32, bf16 and f16 ones; the 4-bit
+// ones a fourth time for the integer scales of Q4_K (metaK, at the end).
 #define SLOAD(a, S) VMOVUPS.Z a, K1, S
 #define MLOAD(a, D) VMOVUPS a, D
 #define MLOADT(a, D) VMOVUPS.Z a, K2, D
 #define MSTEP 64
 #define MSHIFT 2
+#define RSTRIDE SHLQ $MSHIFT, R11
 
 // qMatVecB4(dst *float32, n int, w *byte, rb, G int, xb *int8, wpg, S int,
 //     smsk uint64, pf int, dq, sx, cr *float32, tmsk uint64): rb code bytes per
@@ -506,3 +512,179 @@ TEXT ·qMatVecB8H(SB), NOSPLIT, $0-112
 TEXT ·qMatVecB8HT0(SB), NOSPLIT, $0-112
 	K8(PREFETCHT0, PFCUR)
 
+
+#undef SLOAD
+#undef MLOAD
+#undef MLOADT
+#undef MSTEP
+#undef RSTRIDE
+
+// The scales and biases of Q4_K (metaK, blocked.go): per stripe two f16
+// factors (one per superblock of eight groups), then a byte per group, 20
+// bytes a stripe of sixteen groups (12 a last one of eight). KD loads a
+// stripe's factors into Z7 as floats, the first in lanes 0–7 and the second
+// in lanes 8–15 (K3); the scale or bias is factor·byte, exact in float32.
+#define KD(a) \
+	VPBROADCASTW a, Y7; \
+	VPBROADCASTW 2 a, K3, Y7; \
+	VCVTPH2PS    Y7, Z7
+
+#define SLOAD(a, S) \
+	VPMOVZXBD.Z 4 a, K1, S; \
+	VCVTDQ2PS   S, S; \
+	KD(a); \
+	VMULPS      Z7, S, S
+
+#define MLOAD(a, D) \
+	VPMOVZXBD 4 a, D; \
+	VCVTDQ2PS D, D; \
+	KD(a); \
+	VMULPS    Z7, D, D
+
+#define MLOADT(a, D) \
+	VPMOVZXBD.Z 4 a, K2, D; \
+	VCVTDQ2PS   D, D; \
+	KD(a); \
+	VMULPS      Z7, D, D
+
+#define MSTEP 20
+#define RSTRIDE \
+	MOVQ R11, DX; \
+	ADDQ $15, DX; \
+	SHRQ $4, DX; \
+	LEAQ (R11)(DX*4), R11
+
+// K4K and K4SK are K4 and K4S with K3 set for KD.
+#define K4K(ROW, PFA, PFC) \
+	MOVL  $0xff00, DX; \
+	KMOVW DX, K3; \
+	K4(ROW, PFA, PFC)
+
+#define K4SK(ROW, PFA, PFC) \
+	MOVL  $0xff00, DX; \
+	KMOVW DX, K3; \
+	K4S(ROW, PFA, PFC)
+
+// The 4-bit kernels for Q4_K's integer scales and f16 factors.
+TEXT ·qMatVecB4K(SB), NOSPLIT, $0-112
+	K4K(ROW4, PREFETCHT1, PFNO)
+
+TEXT ·qMatVecB4KT0(SB), NOSPLIT, $0-112
+	K4K(ROW4, PREFETCHT0, PFCUR)
+
+TEXT ·qMatVecB4SK(SB), NOSPLIT, $0-112
+	K4SK(ROW4S, PREFETCHT1, PFNO)
+
+TEXT ·qMatVecB4SKT0(SB), NOSPLIT, $0-112
+	K4SK(ROW4S, PREFETCHT0, PFCUR)
+
+TEXT ·qMatVecB4KT0P(SB), NOSPLIT, $0-112
+	K4K(ROW4P, PREFETCHT0, PFCUR)
+
+TEXT ·qMatVecB4SKT0P(SB), NOSPLIT, $0-112
+	K4SK(ROW4SP, PREFETCHT0, PFCUR)
+
+#undef SLOAD
+#undef MLOAD
+#undef MLOADT
+#undef MSTEP
+#undef RSTRIDE
+#undef CHUNKB
+#undef LASTSTRIPE
+#undef FINB
+
+// The q6_k kernels (metaQ6, kquant_q6.go): a row's chunk is 64 bytes of low
+// nibbles and 32 of their top two bits; every stripe is whole (a superblock),
+// and a row's scales are per stripe an f16 d and sixteen int8 sc, 18 bytes,
+// with no biases (cr has them: see actB). ROW6 is ROW4 with each nibble's
+// top bits put above it: Z7 gets the 32 bytes in both halves, and GF(2)
+// affine maps per qword (q6m1, q6m2: bits 0-1 or 2-3, and 4-5 or 6-7, of the
+// halves' bytes to bits 4-5) give the low and the high nibbles' (Z7, Z31).
+DATA q6m1<>+0(SB)/8, $0x0000000001020000
+DATA q6m1<>+8(SB)/8, $0x0000000001020000
+DATA q6m1<>+16(SB)/8, $0x0000000001020000
+DATA q6m1<>+24(SB)/8, $0x0000000001020000
+DATA q6m1<>+32(SB)/8, $0x0000000004080000
+DATA q6m1<>+40(SB)/8, $0x0000000004080000
+DATA q6m1<>+48(SB)/8, $0x0000000004080000
+DATA q6m1<>+56(SB)/8, $0x0000000004080000
+GLOBL q6m1<>(SB), RODATA|NOPTR, $64
+DATA q6m2<>+0(SB)/8, $0x0000000010200000
+DATA q6m2<>+8(SB)/8, $0x0000000010200000
+DATA q6m2<>+16(SB)/8, $0x0000000010200000
+DATA q6m2<>+24(SB)/8, $0x0000000010200000
+DATA q6m2<>+32(SB)/8, $0x0000000040800000
+DATA q6m2<>+40(SB)/8, $0x0000000040800000
+DATA q6m2<>+48(SB)/8, $0x0000000040800000
+DATA q6m2<>+56(SB)/8, $0x0000000040800000
+GLOBL q6m2<>(SB), RODATA|NOPTR, $64
+
+#define ROW6(caddr, C, H, AH, AM, AL) \
+	VBROADCASTI64X4 64 caddr, Z7; \
+	VGF2P8AFFINEQB  $0, q6m2<>(SB), Z7, Z31; \
+	VGF2P8AFFINEQB  $0, q6m1<>(SB), Z7, Z7; \
+	VMOVDQU32       caddr, C; \
+	VGF2P8AFFINEQB  $0, Z24, C, H; \
+	VPTERNLOGD      $0xea, Z7, Z6, C; \
+	VPORD           Z31, H, H; \
+	DOT4(C, H, AH, AM, AL)
+
+#define SLOAD(a, S) \
+	VPMOVSXBD    2 a, S; \
+	VCVTDQ2PS    S, S; \
+	VPBROADCASTW a, Y7; \
+	VCVTPH2PS    Y7, Z7; \
+	VMULPS       Z7, S, S
+
+#define MLOAD(a, D) SLOAD(a, D)
+#define MSTEP 18
+#define RSTRIDE \
+	SHRQ  $4, R11; \
+	IMULQ $18, R11
+#define CHUNKB 96
+#define LASTSTRIPE(L) L:
+
+// FINB for q6_k: F·dx, then F += Σ_g scale_g·cr_g, sixteen groups a step;
+// R10 (the block's end: no biases) stays.
+#define FINB(F, LOOP, TAIL, DONE) \
+	MOVQ        dq+80(FP), AX; \
+	VMULPS.BCST (AX), F, F; \
+	MOVQ        cr+96(FP), BX; \
+	MOVQ        R9, R13; \
+	MOVQ        G+32(FP), R12; \
+	SHRQ        $4, R12; \
+LOOP: \
+	MLOAD((R13), Z12); \
+	VFMADD231PS (BX), Z12, F; \
+	ADDQ        $64, BX; \
+	ADDQ        $MSTEP, R13; \
+	DECQ        R12; \
+	JNZ         LOOP; \
+TAIL: \
+DONE: \
+	ADDQ        R11, R9
+
+// A four-row block's chunks are 384 bytes: PF6 and PF6CUR prefetch the two
+// lines past PFA's four.
+#define PF6 \
+	PREFETCHT1 256(AX)(R14*1); \
+	PREFETCHT1 320(AX)(R14*1)
+#define PF6CUR \
+	PFCUR; \
+	PREFETCHT0 256(AX); \
+	PREFETCHT0 320(AX); \
+	PREFETCHT0 256(AX)(R14*1); \
+	PREFETCHT0 320(AX)(R14*1)
+
+#define K6(PFA, PFC) \
+	VPBROADCASTD b0f<>(SB), Z6; \
+	VPBROADCASTQ bhi4<>(SB), Z24; \
+	BODY(ROW6, LOADX4, 384, PFA, PFC)
+
+// qMatVecB6 and qMatVecB6T0: the q6_k kernels (GFNI), prefetching into L2
+// and L1.
+TEXT ·qMatVecB6(SB), NOSPLIT, $0-112
+	K6(PREFETCHT1, PF6)
+
+TEXT ·qMatVecB6T0(SB), NOSPLIT, $0-112
+	K6(PREFETCHT0, PF6CUR)

@@ -7,10 +7,13 @@ import (
 
 // PrepareKQuant returns w as the MLX affine [Weight] it is exactly, in the
 // blocked layout the byte-dot kernels read (see Prepare), when this CPU's
-// kernels read that layout and w is q4_0 or q8_0 with finite scales; else nil,
-// and w runs as stored. The result is a copy (4 bits of codes a weight for
-// q4_0 and 8 for q8_0, plus a scale and a bias a 32-element group, f16 where
-// they are f16 values: 5 and 9 bits a weight) that does not view w's bytes.
+// kernels read that layout and w is q4_0, q8_0, q4_k or (where the kernels
+// take it: GFNI) q6_k with finite scales; else nil, and w runs as stored. The
+// result is a copy (4 bits of codes a weight for q4_0 and q4_k and 8 for
+// q8_0, plus a scale and a bias a 32-element group: f16 where they are f16
+// values for q4_0 and q8_0, 5 and 9 bits a weight; for q4_k 4.625 bits a
+// weight and for q6_k the 6.5625 it stores, see below) that does not view w's
+// bytes.
 //
 // A q4_0 block is an affine group of 32 with scale d, bias −8·d and codes q;
 // a q8_0 block one with scale d, bias −128·d and codes q + 128. With d an f16
@@ -20,7 +23,27 @@ import (
 // here). MatMul then takes the byte-dot path for decode and small batches,
 // and MatVecs its several-row form, both exact to f32 grade (see MatMul),
 // where the block kernels of dotKQuant multiply in float.
+//
+// A q4_k sub-block of 32 is an affine group with scale d·sc and bias
+// −dmin·m (6-bit sc and m, f16 d and dmin a superblock of 256) and codes the
+// nibbles; both are exact in float32, but not in 16 bits, so the blocked
+// layout keeps them as they are stored, the integers a byte each and the
+// factors d and −dmin an f16 each (metaK, see blocked.go), and the kernels
+// form d·sc and −dmin·m as they go: the weights are the values gguf-py
+// computes, (d·sc)·q − dmin·m, bit for bit.
+//
+// A q6_k group of 16 is one with scale d·sc (int8 sc, f16 d a superblock),
+// bias −32·d·sc and 6-bit codes; its blocked layout (kquant_q6.go) keeps sc
+// and d as stored, splits the codes into low nibbles and top bits, and lets
+// the activations carry the bias: the weights are d·sc·(q − 32), equal to
+// gguf-py's as numbers (its −0 may be +0 here).
 func PrepareKQuant(w *KQuant) *Weight {
+	switch w.Type {
+	case KQ4K:
+		return w.prepareQ4K()
+	case KQ6K:
+		return w.prepareQ6K()
+	}
 	bits, _ := w.affineForm()
 	if bits == 0 {
 		return nil
@@ -106,4 +129,61 @@ func packNibbles(x uint64) uint32 {
 	x = (x | x>>4) & 0x00ff00ff00ff00ff
 	x = (x | x>>8) & 0x0000ffff0000ffff
 	return uint32(x | x>>16)
+}
+
+// prepareQ4K is PrepareKQuant for q4_k.
+func (w *KQuant) prepareQ4K() *Weight {
+	q := &QMatrix{Bits: 4, GroupSize: 32, meta: metaK}
+	if !kern.blocked || !bFits(q, w.K) {
+		return nil
+	}
+	for o := 0; o < len(w.B); o += 144 {
+		for _, v := range []float32{f16At(w.B[o:]), f16At(w.B[o+2:])} {
+			if math.IsInf(float64(v), 0) || math.IsNaN(float64(v)) {
+				return nil
+			}
+		}
+	}
+	q.blockRows(w.N, w.K, w.q4kRows)
+	return &Weight{Format: FormatQ, N: w.N, K: w.K, Q: q}
+}
+
+// q4kRows sets dst's W and kmeta to rows [n0, n1) of a q4_k w in the affine
+// form of PrepareKQuant, growing them as needed.
+func (w *KQuant) q4kRows(dst *QMatrix, n0, n1 int) {
+	G, words := w.K/32, w.K/8
+	rm := metaRowBytes(G, metaK)
+	dst.W = grow(dst.W, (n1-n0)*words)
+	dst.kmeta = grow(dst.kmeta, (n1-n0)*2*rm)
+	for n := n0; n < n1; n++ {
+		r, i := w.row(n), n-n0
+		code := dst.W[i*words : (i+1)*words]
+		sm := dst.kmeta[2*i*rm : (2*i+1)*rm]     // scales: d and sc
+		bm := dst.kmeta[(2*i+1)*rm : (2*i+2)*rm] // biases: −dmin and m
+		for j := range w.K / 256 {
+			b := (*[144]byte)(r[144*j:])
+			g := 8 * j                                                                          // the superblock's first group
+			s, h := 20*(g/16), g%16/8                                                           // its stripe's bytes, its factor there
+			d, e := binary.LittleEndian.Uint16(b[0:]), binary.LittleEndian.Uint16(b[2:])^0x8000 // d, −dmin
+			binary.LittleEndian.PutUint16(sm[s+2*h:], d)
+			binary.LittleEndian.PutUint16(bm[s+2*h:], e)
+			if h == 0 && g+8 == G { // a last stripe of 8 groups: its second factor repeats the first
+				binary.LittleEndian.PutUint16(sm[s+2:], d)
+				binary.LittleEndian.PutUint16(bm[s+2:], e)
+			}
+			for k := range 8 {
+				sc, m := scaleMin(k, b[4:16])
+				sm[s+4+8*h+k], bm[s+4+8*h+k] = byte(sc), byte(m)
+			}
+			// sub-block 2k's values are the low nibbles of qs[32k:32k+32],
+			// 2k+1's the high ones
+			for k := range 4 {
+				for c := range 4 {
+					x := binary.LittleEndian.Uint64(b[16+32*k+8*c:])
+					const m = 0x0f0f0f0f0f0f0f0f
+					code[(g+2*k)*4+c], code[(g+2*k+1)*4+c] = packNibbles(x&m), packNibbles(x>>4&m)
+				}
+			}
+		}
+	}
 }

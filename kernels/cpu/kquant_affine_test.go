@@ -8,11 +8,32 @@ import (
 	"testing"
 )
 
-// kqCode returns the affine code of element k of row n of a q4_0 or q8_0 w,
-// read from the block as ggml-common.h lays it out: q4_0 byte j holds element
-// j in its low nibble and j + 16 in its high one; q8_0 codes are q + 128.
+// kqCode returns the affine code of element k of row n of a q4_0, q8_0 or
+// q4_k w, read from the block as ggml-common.h lays it out: q4_0 byte j holds
+// element j in its low nibble and j + 16 in its high one; q8_0 codes are q +
+// 128; q4_k byte 32c + j of the 128 holds element 64c + j in its low nibble
+// and 64c + 32 + j in its high one; q6_k value 128n + 32u + j (u < 4, j < 32)
+// has the low (u < 2) or high nibble of ql[64n + 32(u mod 2) + j] and bits
+// 2u, 2u+1 of qh[32n + j] above it.
 func kqCode(w *KQuant, n, k int) int {
 	r := w.row(n)
+	if w.Type == KQ6K {
+		b, e := r[210*(k/256):], k%256
+		h, u, j := e/128, e%128/32, e%32
+		x := b[64*h+32*(u%2)+j]
+		if u >= 2 {
+			x >>= 4
+		}
+		return int(x&15 | (b[128+32*h+j]>>(2*u)&3)<<4)
+	}
+	if w.Type == KQ4K {
+		b, e := r[144*(k/256)+16:], k%256
+		x := b[32*(e/64)+e%32]
+		if e%64 < 32 {
+			return int(x & 15)
+		}
+		return int(x >> 4)
+	}
 	if w.Type == KQ4_0 {
 		b, j := r[18*(k/32)+2:], k%32
 		if j < 16 {
@@ -23,24 +44,43 @@ func kqCode(w *KQuant, n, k int) int {
 	return int(int8(r[34*(k/32)+2+k%32])) + 128
 }
 
+// kqScale returns the affine scale of group g (32 elements) of row n of a
+// q4_0, q8_0 or q4_k w (d, or d·sc for q4_k), or of group g of 16 of a q6_k w
+// (d·sc).
+func kqScale(w *KQuant, n, g int) float64 {
+	_, size := w.Type.BlockSize()
+	if w.Type == KQ6K {
+		b := w.row(n)[210*(g/16):]
+		return float64(f16At(b[208:])) * float64(int8(b[192+g%16]))
+	}
+	if w.Type != KQ4K {
+		return float64(f16At(w.row(n)[size*g:]))
+	}
+	b := w.row(n)[144*(g/8):]
+	sc, _ := scaleMin(g%8, b[4:16])
+	return float64(f16At(b)) * float64(sc)
+}
+
 // kqRef returns the float64 dot products of w's exactly dequantized rows
 // (Row) with x's L rows, their Σ|products|, and the bound the byte-plane
 // activations' rounding meets (see ref): max|x|·Σ_g |d_g|·Σ_{k∈g} |code_k − c|.
 func kqRef(w *KQuant, x []float32, L int) (out, mag, qbound []float64) {
 	N, K := w.N, w.K
 	out, mag, qbound = make([]float64, L*N), make([]float64, L*N), make([]float64, L*N)
-	c := 7.5
-	if w.Type == KQ8_0 {
+	c, gs := 7.5, 32
+	switch w.Type {
+	case KQ8_0:
 		c = 127.5
+	case KQ6K:
+		c, gs = 31.5, 16
 	}
 	row := make([]float32, K)
 	for n := range N {
 		w.Row(row, n)
 		var qs float64
-		for g := range K / 32 {
-			_, size := w.Type.BlockSize()
-			d := math.Abs(float64(f16At(w.row(n)[size*g:])))
-			for k := 32 * g; k < 32*g+32; k++ {
+		for g := range K / gs {
+			d := math.Abs(kqScale(w, n, g))
+			for k := gs * g; k < gs*g+gs; k++ {
 				qs += d * math.Abs(float64(kqCode(w, n, k))-c)
 			}
 		}
@@ -65,7 +105,10 @@ func kqRef(w *KQuant, x []float32, L int) (out, mag, qbound []float64) {
 // byte-plane bound for decode and small batches and float32 rounding for
 // prefill, at the kernels' edges: one chunk, one stripe of 16 groups and a
 // partial one, N around the four-row blocks and the 32-row prefill panels,
-// rows in one K-slab and in slabs of one stripe, L around deqMinL.
+// rows in one K-slab and in slabs of one stripe, L around deqMinL. q4_k
+// becomes a blocked weight of 4.625 bits a weight (integer scales and minima
+// with f16 factors: metaK) with the same checks, from one superblock (a stripe
+// of 8 groups) up.
 func TestPrepareKQuant(t *testing.T) {
 	for _, slabs := range []bool{false, true} {
 		t.Run(fmt.Sprintf("slabs=%v", slabs), func(t *testing.T) {
@@ -82,12 +125,23 @@ func checkPrepareKQuant(t *testing.T) {
 	p := NewPool(2)
 	defer p.Close()
 	r := rand.New(rand.NewPCG(31, 32))
-	for _, kt := range []KType{KQ4_0, KQ8_0} {
-		bits := map[KType]int{KQ4_0: 4, KQ8_0: 8}[kt]
+	for _, kt := range []KType{KQ4_0, KQ8_0, KQ4K, KQ6K} {
+		bits := map[KType]int{KQ4_0: 4, KQ8_0: 8, KQ4K: 4, KQ6K: 6}[kt]
 		C := bChunk(bits)
-		for _, s := range []struct{ N, K int }{
+		shapes := []struct{ N, K int }{
 			{1, C}, {3, 2 * C}, {4, 512}, {5, 512 + C}, {9, 1536 + C}, {33, 512}, {70, 640},
-		} {
+		}
+		meta, bits8 := uint8(metaF16), 8*(bits+1) // 8 × bits a weight
+		if kt == KQ4K {
+			shapes = []struct{ N, K int }{{1, 256}, {3, 512}, {4, 256}, {5, 768}, {9, 1536 + 256}, {33, 512}, {70, 1280}}
+			meta, bits8 = metaK, 37
+		}
+		gs := 32
+		if kt == KQ6K {
+			shapes = []struct{ N, K int }{{1, 256}, {3, 512}, {4, 256}, {5, 768}, {9, 1792}, {33, 512}, {70, 1280}}
+			meta, gs = metaQ6, 16
+		}
+		for _, s := range shapes {
 			t.Run(fmt.Sprintf("%s/N=%d/K=%d", kt, s.N, s.K), func(t *testing.T) {
 				kq := randKQuant(kt, s.N, s.K, r.Uint64())
 				w := PrepareKQuant(kq)
@@ -97,11 +151,18 @@ func checkPrepareKQuant(t *testing.T) {
 				if w == nil {
 					return
 				}
-				if w.Format != FormatQ || w.N != s.N || w.K != s.K || w.Q.Bits != bits || w.Q.GroupSize != 32 || w.Q.Blocked == nil || w.Q.meta != metaF16 {
-					t.Fatalf("PrepareKQuant: %v %d×%d q%d gs=%d meta %d, want blocked q%d gs=32 with f16 scales", w.Format, w.N, w.K, w.Q.Bits, w.Q.GroupSize, w.Q.meta, bits)
+				if w.Format != FormatQ || w.N != s.N || w.K != s.K || w.Q.Bits != bits || w.Q.GroupSize != gs || w.Q.Blocked == nil || w.Q.meta != meta {
+					t.Fatalf("PrepareKQuant: %v %d×%d q%d gs=%d meta %d, want blocked q%d gs=%d with %s scales", w.Format, w.N, w.K, w.Q.Bits, w.Q.GroupSize, w.Q.meta, bits, gs, metaNames[meta])
 				}
-				if got, want := w.Bytes(), s.N*s.K*(bits+1)/8; got != want {
-					t.Errorf("Bytes %d, want %d", got, want)
+				size := s.N * s.K * bits8 / 64
+				switch {
+				case kt == KQ4K && s.K%512 != 0: // a last stripe of 8 groups has two factors, not one
+					size += 2 * 2 * s.N
+				case kt == KQ6K: // as stored
+					size = s.N * s.K / 256 * 210
+				}
+				if got := w.Bytes(); got != size {
+					t.Errorf("Bytes %d, want %d", got, size)
 				}
 				want, got := make([]float32, s.K), make([]float32, s.K)
 				for n := range s.N {
@@ -130,22 +191,23 @@ func checkPrepareKQuant(t *testing.T) {
 	}
 }
 
-// TestPrepareKQuantFallback: only q4_0 and q8_0 with finite scales and rows
-// of whole chunks become affine weights; scales whose biases (−8·d, −128·d)
-// overflow f16 keep them in f32, still exact.
+// TestPrepareKQuantFallback: only q4_0, q8_0, q4_k and (where the kernels take
+// it) q6_k with finite scales and rows of whole chunks become affine weights; scales whose biases (−8·d,
+// −128·d) overflow f16 keep them in f32, still exact.
 func TestPrepareKQuantFallback(t *testing.T) {
 	if !kern.blocked {
-		for _, kt := range []KType{KQ4_0, KQ8_0} {
+		for _, kt := range []KType{KQ4_0, KQ8_0, KQ4K, KQ6K} {
 			if PrepareKQuant(randKQuant(kt, 4, 512, 1)) != nil {
 				t.Errorf("%s: an affine weight for the %s kernels, which do not read the blocked layout", kt, kern.name)
 			}
 		}
 		return
 	}
-	for _, kt := range []KType{KQ4K, KQ5K, KQ6K} {
-		if PrepareKQuant(randKQuant(kt, 4, 512, 1)) != nil {
-			t.Errorf("%s: an affine weight", kt)
-		}
+	if PrepareKQuant(randKQuant(KQ5K, 4, 512, 1)) != nil {
+		t.Errorf("%s: an affine weight", KQ5K)
+	}
+	if w := PrepareKQuant(randKQuant(KQ6K, 4, 512, 1)); (w != nil) != kern.q6 {
+		t.Errorf("%s: %v, want an affine weight iff the %s kernels take q6_k (%v)", KQ6K, w, kern.name, kern.q6)
 	}
 	if PrepareKQuant(randKQuant(KQ4_0, 4, 96, 1)) != nil {
 		t.Error("q4_0 with K = 96 (not whole 128-code chunks): an affine weight")
@@ -188,7 +250,7 @@ func TestPrepareKQuantFallback(t *testing.T) {
 	}
 }
 
-// TestMatVecsKQuantRowInvariant: for q4_0 and q8_0 weights in the affine
+// TestMatVecsKQuantRowInvariant: for q4_0, q8_0, q4_k and q6_k weights in the affine
 // form, each row of a MatVecs call has the bits a one-row MatMul and MatMuls
 // give it (batch invariance), at a partial four-row block, a partial stripe
 // and in K-slabs.
@@ -205,7 +267,11 @@ func TestMatVecsKQuantRowInvariant(t *testing.T) {
 	for _, tc := range []struct {
 		kt   KType
 		N, K int
-	}{{KQ4_0, 258, 2048}, {KQ8_0, 37, 576}, {KQ4_0, 22, 8192}, {KQ8_0, 41, 4096}} {
+	}{{KQ4_0, 258, 2048}, {KQ8_0, 37, 576}, {KQ4_0, 22, 8192}, {KQ8_0, 41, 4096}, {KQ4K, 258, 2048}, {KQ4K, 23, 8192}, {KQ4K, 13, 768},
+		{KQ6K, 258, 2048}, {KQ6K, 23, 8192}, {KQ6K, 13, 768}} {
+		if tc.kt == KQ6K && !kern.q6 {
+			continue
+		}
 		t.Run(fmt.Sprintf("%s/N=%d/K=%d", tc.kt, tc.N, tc.K), func(t *testing.T) {
 			w, w2 := PrepareKQuant(randKQuant(tc.kt, tc.N, tc.K, r.Uint64())), PrepareKQuant(randKQuant(tc.kt, tc.N/2+3, tc.K, r.Uint64()))
 			if w == nil || w2 == nil {
@@ -213,5 +279,161 @@ func TestMatVecsKQuantRowInvariant(t *testing.T) {
 			}
 			checkRowInvariant(t, r, p, w, w2)
 		})
+	}
+}
+
+// TestPrepareQ4KFactors: a q4_k weight with one superblock's d or dmin at
+// f16's edges (the largest, zero, the subnormal range, negative) becomes a
+// blocked affine weight whose rows are the blocks' values, bit for bit, and
+// whose decode and small-batch MatMul match float64 within the byte-plane
+// bound; an infinite or NaN d or dmin keeps the weight as blocks. The
+// superblock sits in a full stripe and in a last stripe of 8 groups, in one
+// K-slab and in slabs of one stripe.
+func TestPrepareQ4KFactors(t *testing.T) {
+	if !kern.blocked {
+		return // TestPrepareKQuantFallback: no affine weight
+	}
+	for _, slabs := range []bool{false, true} {
+		t.Run(fmt.Sprintf("slabs=%v", slabs), func(t *testing.T) {
+			if slabs {
+				lowerBlockL1(t)
+			}
+			checkPrepareQ4KFactors(t)
+		})
+	}
+}
+
+func checkPrepareQ4KFactors(t *testing.T) {
+	p := NewPool(2)
+	defer p.Close()
+	r := rand.New(rand.NewPCG(35, 36))
+	const N, K = 7, 1280 // 40 groups: two full stripes, a last one of 8
+	for _, tc := range []struct {
+		name   string
+		d, min uint16
+		affine bool
+	}{
+		{"d=inf", 0x7c00, 0x1000, false}, {"d=nan", 0x7e00, 0x1000, false},
+		{"dmin=-inf", 0x1000, 0xfc00, false}, {"dmin=nan", 0x1000, 0xfe01, false},
+		{"d=max", 0x7bff, 0x1000, true}, {"dmin=-max", 0x1000, 0xfbff, true}, {"both=max", 0x7bff, 0x7bff, true},
+		{"d=0", 0x0000, 0x1000, true}, {"d=-0", 0x8000, 0x1000, true}, {"dmin=0", 0x1000, 0x0000, true},
+		{"d=subnormal", 0x0001, 0x03ff, true}, {"d=-subnormal", 0x83ff, 0x8001, true},
+		{"both=min normal", 0x0400, 0x8400, true},
+	} {
+		for _, sb := range []int{1, 4} { // superblock 1: stripe 0's second half; 4: the last stripe
+			kq := randKQuant(KQ4K, N, K, r.Uint64())
+			for n := range N {
+				if n%3 == 2 {
+					continue // some rows keep random factors
+				}
+				o := n*K/256*144 + sb*144
+				binary.LittleEndian.PutUint16(kq.B[o:], tc.d)
+				binary.LittleEndian.PutUint16(kq.B[o+2:], tc.min)
+			}
+			w := PrepareKQuant(kq)
+			name := fmt.Sprintf("%s/superblock=%d", tc.name, sb)
+			if !tc.affine {
+				if w != nil {
+					t.Errorf("%s: an affine weight", name)
+				}
+				continue
+			}
+			if w == nil || w.Q.meta != metaK {
+				t.Fatalf("%s: %v, want an affine weight with q4_k's scales", name, w)
+			}
+			want, got := make([]float32, K), make([]float32, K)
+			for n := range N {
+				kq.Row(want, n)
+				w.Row(got, n)
+				for k := range want {
+					if math.Float32bits(got[k]) != math.Float32bits(want[k]) {
+						t.Fatalf("%s: row %d col %d: %g, want %g", name, n, k, got[k], want[k])
+					}
+				}
+			}
+			for _, L := range []int{1, 3} {
+				x := randVec(r, L*K)
+				ref, mag, qb := kqRef(kq, x, L)
+				out := make([]float32, L*N)
+				p.MatMul(out, x, L, w)
+				t.Run(fmt.Sprintf("%s/L=%d", name, L), func(t *testing.T) {
+					checkRef(t, out, ref, mag, qb, 1/(2*bMaxT))
+				})
+			}
+		}
+	}
+}
+
+// TestPrepareQ6KScale: a q6_k weight with one superblock's d at f16's edges
+// (the largest, zero, −0, the subnormal range) becomes a blocked affine
+// weight whose rows are the blocks' values, and whose decode and small-batch
+// MatMul match float64 within the byte-plane bound; an infinite or NaN d
+// keeps the weight as blocks. In one K-slab and in slabs of one stripe.
+func TestPrepareQ6KScale(t *testing.T) {
+	if !kern.q6 {
+		return // TestPrepareKQuantFallback: no affine weight
+	}
+	for _, slabs := range []bool{false, true} {
+		t.Run(fmt.Sprintf("slabs=%v", slabs), func(t *testing.T) {
+			if slabs {
+				lowerBlockL1(t)
+			}
+			checkPrepareQ6KScale(t)
+		})
+	}
+}
+
+func checkPrepareQ6KScale(t *testing.T) {
+	p := NewPool(2)
+	defer p.Close()
+	r := rand.New(rand.NewPCG(37, 38))
+	const N, K = 6, 768
+	for _, tc := range []struct {
+		name   string
+		d      uint16
+		affine bool
+	}{
+		{"inf", 0x7c00, false}, {"-inf", 0xfc00, false}, {"nan", 0x7e00, false},
+		{"max", 0x7bff, true}, {"-max", 0xfbff, true}, {"0", 0x0000, true}, {"-0", 0x8000, true},
+		{"subnormal", 0x0001, true}, {"-subnormal", 0x83ff, true}, {"min normal", 0x0400, true},
+	} {
+		for _, sb := range []int{0, 2} {
+			kq := randKQuant(KQ6K, N, K, r.Uint64())
+			for n := range N {
+				if n%3 != 1 {
+					binary.LittleEndian.PutUint16(kq.B[n*K/256*210+sb*210+208:], tc.d)
+				}
+			}
+			w := PrepareKQuant(kq)
+			name := fmt.Sprintf("d=%s/superblock=%d", tc.name, sb)
+			if !tc.affine {
+				if w != nil {
+					t.Errorf("%s: an affine weight", name)
+				}
+				continue
+			}
+			if w == nil || w.Q.meta != metaQ6 {
+				t.Fatalf("%s: %v, want an affine weight with q6_k's scales", name, w)
+			}
+			want, got := make([]float32, K), make([]float32, K)
+			for n := range N {
+				kq.Row(want, n)
+				w.Row(got, n)
+				for k := range want {
+					if got[k] != want[k] { // equal as numbers: d·sc·(32 − 32) may be −0
+						t.Fatalf("%s: row %d col %d: %g, want %g", name, n, k, got[k], want[k])
+					}
+				}
+			}
+			for _, L := range []int{1, 3} {
+				x := randVec(r, L*K)
+				ref, mag, qb := kqRef(kq, x, L)
+				out := make([]float32, L*N)
+				p.MatMul(out, x, L, w)
+				t.Run(fmt.Sprintf("%s/L=%d", name, L), func(t *testing.T) {
+					checkRef(t, out, ref, mag, qb, 1/(2*bMaxT))
+				})
+			}
+		}
 	}
 }
