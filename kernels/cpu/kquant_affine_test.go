@@ -330,37 +330,46 @@ func checkPrepareQ4KFactors(t *testing.T) {
 				binary.LittleEndian.PutUint16(kq.B[o:], tc.d)
 				binary.LittleEndian.PutUint16(kq.B[o+2:], tc.min)
 			}
-			w := PrepareKQuant(kq)
-			name := fmt.Sprintf("%s/superblock=%d", tc.name, sb)
-			if !tc.affine {
-				if w != nil {
-					t.Errorf("%s: an affine weight", name)
-				}
-				continue
-			}
-			if w == nil || w.Q.meta != metaK {
-				t.Fatalf("%s: %v, want an affine weight with q4_k's scales", name, w)
-			}
-			want, got := make([]float32, K), make([]float32, K)
-			for n := range N {
-				kq.Row(want, n)
-				w.Row(got, n)
-				for k := range want {
-					if math.Float32bits(got[k]) != math.Float32bits(want[k]) {
-						t.Fatalf("%s: row %d col %d: %g, want %g", name, n, k, got[k], want[k])
-					}
-				}
-			}
-			for _, L := range []int{1, 3} {
-				x := randVec(r, L*K)
-				ref, mag, qb := kqRef(kq, x, L)
-				out := make([]float32, L*N)
-				p.MatMul(out, x, L, w)
-				t.Run(fmt.Sprintf("%s/L=%d", name, L), func(t *testing.T) {
-					checkRef(t, out, ref, mag, qb, 1/(2*bMaxT))
-				})
+			checkPreparedEdge(t, p, r, fmt.Sprintf("%s/superblock=%d", tc.name, sb), kq, tc.affine, metaK, true)
+		}
+	}
+}
+
+// checkPreparedEdge checks PrepareKQuant(kq) for an edge case named name:
+// no affine weight unless affine; else one with scales of kind meta whose
+// rows are kq's (bit for bit if bitExact, else equal as numbers) and whose
+// MatMul at L = 1 and 3 matches float64 within the byte-plane bound.
+func checkPreparedEdge(t *testing.T, p *Pool, r *rand.Rand, name string, kq *KQuant, affine bool, meta uint8, bitExact bool) {
+	t.Helper()
+	w := PrepareKQuant(kq)
+	if !affine {
+		if w != nil {
+			t.Errorf("%s: an affine weight", name)
+		}
+		return
+	}
+	if w == nil || w.Q.meta != meta {
+		t.Fatalf("%s: %v, want an affine weight with %s's scales", name, w, kq.Type)
+	}
+	N, K := kq.N, kq.K
+	want, got := make([]float32, K), make([]float32, K)
+	for n := range N {
+		kq.Row(want, n)
+		w.Row(got, n)
+		for k := range want {
+			if bitExact && math.Float32bits(got[k]) != math.Float32bits(want[k]) || got[k] != want[k] {
+				t.Fatalf("%s: row %d col %d: %g, want %g", name, n, k, got[k], want[k])
 			}
 		}
+	}
+	for _, L := range []int{1, 3} {
+		x := randVec(r, L*K)
+		ref, mag, qb := kqRef(kq, x, L)
+		out := make([]float32, L*N)
+		p.MatMul(out, x, L, w)
+		t.Run(fmt.Sprintf("%s/L=%d", name, L), func(t *testing.T) {
+			checkRef(t, out, ref, mag, qb, 1/(2*bMaxT))
+		})
 	}
 }
 
@@ -404,36 +413,8 @@ func checkPrepareQ6KScale(t *testing.T) {
 					binary.LittleEndian.PutUint16(kq.B[n*K/256*210+sb*210+208:], tc.d)
 				}
 			}
-			w := PrepareKQuant(kq)
-			name := fmt.Sprintf("d=%s/superblock=%d", tc.name, sb)
-			if !tc.affine {
-				if w != nil {
-					t.Errorf("%s: an affine weight", name)
-				}
-				continue
-			}
-			if w == nil || w.Q.meta != metaQ6 {
-				t.Fatalf("%s: %v, want an affine weight with q6_k's scales", name, w)
-			}
-			want, got := make([]float32, K), make([]float32, K)
-			for n := range N {
-				kq.Row(want, n)
-				w.Row(got, n)
-				for k := range want {
-					if got[k] != want[k] { // equal as numbers: d·sc·(32 − 32) may be −0
-						t.Fatalf("%s: row %d col %d: %g, want %g", name, n, k, got[k], want[k])
-					}
-				}
-			}
-			for _, L := range []int{1, 3} {
-				x := randVec(r, L*K)
-				ref, mag, qb := kqRef(kq, x, L)
-				out := make([]float32, L*N)
-				p.MatMul(out, x, L, w)
-				t.Run(fmt.Sprintf("%s/L=%d", name, L), func(t *testing.T) {
-					checkRef(t, out, ref, mag, qb, 1/(2*bMaxT))
-				})
-			}
+			// equal as numbers: d·sc·(32 − 32) may be −0
+			checkPreparedEdge(t, p, r, fmt.Sprintf("d=%s/superblock=%d", tc.name, sb), kq, tc.affine, metaQ6, false)
 		}
 	}
 }
