@@ -9,6 +9,7 @@ package cudatest
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -117,11 +118,17 @@ func Launches(tb testing.TB) []Launch {
 	var out []Launch
 	for i := range Call(tb, "stub_launch_count") {
 		var l Launch
-		name := make([]byte, 64)
-		b := make([]byte, 1024)
+		// One buffer for the name, the dims and the parameters, which escapes
+		// (l.Params): Call may grow the stack, moving a buffer that lives on
+		// it after its address was taken.
+		buf := make([]byte, 64+28+1024)
+		name, dims, b := buf[:64], buf[64:92], buf[92:]
 		n := Call(tb, "stub_launch_get", uintptr(i), uintptr(unsafe.Pointer(&name[0])), 64,
-			uintptr(unsafe.Pointer(&l.Dims[0])), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+			uintptr(unsafe.Pointer(&dims[0])), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
 		l.Name = string(name[:bytes.IndexByte(name, 0)])
+		for j := range l.Dims {
+			l.Dims[j] = binary.LittleEndian.Uint32(dims[4*j:])
+		}
 		l.Params = b[:n]
 		l.Dependent = Call(tb, "stub_launch_dependent", uintptr(i)) == 1
 		out = append(out, l)
