@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"time"
 	"unsafe"
 
@@ -66,6 +67,12 @@ type Metal struct {
 	// attention's grows with the KV length, see attnWork).
 	workLimit, work, rows int
 
+	// decodeSplit: a one-token forward is committed every decodeSplit
+	// dispatches (decodeN so far), so the GPU runs the first layers while
+	// the CPU encodes the rest (see cudaDecodeSplit; 0: one command buffer
+	// per synchronization).
+	decodeSplit, decodeN int
+
 	// Hazard tracking since the last barrier (buffer granularity).
 	written, read []metal.Buffer
 
@@ -122,6 +129,15 @@ type Stats struct {
 	CopiedBytes int64 // weight bytes Upload copied into new device buffers
 }
 
+// cudaDecodeSplit is decodeSplit on the cuda device (INGOT_CUDA_SPLIT=N
+// sets it, 0 turns it off). Encoding a decode step's ~150–290 dispatches
+// and replaying its graph cost the CPU 0.3–1 ms a token during which the
+// GPU idled (busy 0.60 of a 1B q4 step, 0.75 of an 8B one, H100); with the
+// step in pieces of 32 each piece's graph runs while the next is encoded
+// (busy 0.72, 0.90; docs/perf/cuda.md, 2026-11-28 second session). Each
+// piece keeps a graph of its own (cudadev's findGraph).
+const cudaDecodeSplit = 32
+
 // NewMetal returns a backend running on dev. It compiles nothing up front:
 // pipelines are looked up by kernel name on first use and cached.
 func NewMetal(dev metal.Device) (*Metal, error) {
@@ -136,6 +152,12 @@ func NewMetal(dev metal.Device) (*Metal, error) {
 	}
 	k, ok := dev.(interface{ Kind() string })
 	m.kvF16 = !ok || k.Kind() != "cuda"
+	if ok && k.Kind() == "cuda" {
+		m.decodeSplit = cudaDecodeSplit
+		if n, err := strconv.Atoi(os.Getenv("INGOT_CUDA_SPLIT")); err == nil && n >= 0 {
+			m.decodeSplit = n
+		}
+	}
 	var err error
 	if m.argmaxOut, err = m.newBuffer(16); err != nil {
 		return nil, err
@@ -364,7 +386,7 @@ func (m *Metal) commit() {
 	m.seq++
 	m.stats.CommandBuffers++
 	m.inflight = append(m.inflight, committed{cb: m.cb, seq: m.seq, last: m.last, release: m.pending})
-	m.cb, m.enc, m.last, m.pending, m.work = nil, nil, "", nil, 0
+	m.cb, m.enc, m.last, m.pending, m.work, m.decodeN = nil, nil, "", nil, 0, 0
 	m.written, m.read = m.written[:0], m.read[:0]
 }
 
@@ -546,7 +568,11 @@ func (m *Metal) run(groups, threads metal.Size) {
 	e.Dispatch(groups, threads)
 	m.last = c.name
 	m.stats.Dispatches++
-	if m.workLimit > 0 {
+	if m.decodeSplit > 0 && m.rows == 1 {
+		if m.decodeN++; m.decodeN >= m.decodeSplit {
+			m.commit()
+		}
+	} else if m.workLimit > 0 {
 		w := c.work
 		if w == 0 {
 			w = max(m.rows, 64)

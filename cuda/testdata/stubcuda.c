@@ -553,7 +553,11 @@ CUresult cuFuncSetAttribute(void *fn, int attr, int v) {
 static struct launch launches[1024];
 static int nlaunches;
 
-void stub_reset(void) { nlaunches = 0; }
+static int nupdates, ninstances; // cuGraphExecKernelNodeSetParams calls that set a node; instantiations
+
+void stub_reset(void) { nlaunches = nupdates = ninstances = 0; }
+int stub_node_updates(void) { return nupdates; }
+int stub_graph_instances(void) { return ninstances; }
 int stub_launch_count(void) { return nlaunches; }
 
 // stub_launch_get copies launch i: its name, its 7 dims and its parameter
@@ -740,6 +744,7 @@ CUresult cuGraphInstantiateWithFlags(void **exec, void *graph, unsigned long lon
 	if (!g)
 		return INVALID_HANDLE;
 	struct obj *e = new_obj(K_EXEC);
+	ninstances++;
 	e->nnodes = g->nnodes;
 	for (int i = 0; i < g->nnodes; i++) {
 		e->nodes[i] = g->nodes[i];
@@ -788,6 +793,7 @@ CUresult cuGraphExecKernelNodeSetParams(void *exec, void *node, const struct ker
 				return r;
 			l.dependent = e->node_launch[i].dependent; // an edge's kind, not a parameter
 			e->node_launch[i] = l;
+			nupdates++;
 			return OK;
 		}
 	return INVALID_VALUE; // not a node of this graph

@@ -288,6 +288,11 @@ func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int
 					n = min(n, segTokens)
 					passes = float64(n) // one pass per decoded token
 				}
+				st, _ := sess.Backend().(statser)
+				var gpu0 time.Duration
+				if st != nil {
+					gpu0 = st.Stats().GPUTime
+				}
 				start := time.Now()
 				if t.prefill {
 					_, err = sess.Forward(ctx, tokens)
@@ -307,7 +312,11 @@ func run(ctx context.Context, dir, shape, dtype, tests string, threads, reps int
 					secs += d
 					ideal += passes * wb / ((bw + after) / 2 * 1e9)
 					read += passes * wb
-					slog.Debug("bench stretch", "test", t.name, "rep", r, "tokens", n, "tok_s", float64(n)/d, "probe_gb_s", []float64{bw, after})
+					var busy float64 // the device's share of the stretch (command buffers' GPU time)
+					if st != nil {
+						busy = (st.Stats().GPUTime - gpu0).Seconds() / d
+					}
+					slog.Debug("bench stretch", "test", t.name, "rep", r, "tokens", n, "tok_s", float64(n)/d, "probe_gb_s", []float64{bw, after}, "gpu_busy", busy)
 				}
 				bw = after
 				i += n

@@ -75,7 +75,10 @@ type Device struct {
 
 // maxGraphs is how many decode-step graphs are kept (a step's shape changes
 // with the attention's split as the context grows).
-const maxGraphs = 8
+const maxGraphs = 32
+
+// maxSameGraphs is how many graphs of one kernel sequence are kept.
+const maxSameGraphs = 16
 
 // minGraphLaunches is the fewest launches worth a graph.
 const minGraphLaunches = 8
@@ -96,7 +99,7 @@ type graph struct {
 type launchArgs struct {
 	grid, block cuda.Dim3
 	shared      int
-	args        []byte
+	raw         []byte // the arguments as encoded (see commandBuffer.rawArgs)
 }
 
 // Options configures Open.
@@ -475,17 +478,16 @@ func (cb *commandBuffer) replay() error {
 		}
 	} else {
 		for i := range cb.launches {
-			l := &cb.launches[i]
-			p := cb.fill(l, g.consts)
-			prev := &g.set[i]
-			if prev.grid == l.grid && prev.block == l.block && prev.shared == l.shared && argsEqual(prev.args, p) {
-				continue
+			l, prev := &cb.launches[i], &g.set[i]
+			if prev.grid == l.grid && prev.block == l.block && prev.shared == l.shared && string(prev.raw) == string(cb.rawArgs(i)) {
+				continue // the constants' address is the graph's: the same arguments
 			}
+			p := cb.fill(l, g.consts)
 			if err := g.exec.SetKernelParams(g.nodes[i], l.p.f, l.grid, l.block, l.shared, p); err != nil {
 				return err
 			}
 			prev.grid, prev.block, prev.shared = l.grid, l.block, l.shared
-			prev.args = appendArgs(prev.args[:0], p)
+			prev.raw = append(prev.raw[:0], cb.rawArgs(i)...)
 		}
 	}
 	if len(cb.consts) > 0 {
@@ -502,27 +504,65 @@ func (cb *commandBuffer) replay() error {
 	return cb.end.Record(d.s)
 }
 
-// findGraph returns the graph of cb's kernels sequence, moved to the front,
-// or nil.
+// findGraph returns the kept graph of cb's kernel sequence whose nodes need
+// the fewest updates, moved to the front, or nil. It is also nil where each
+// such graph would need more than a quarter of its nodes updated and fewer
+// than maxSameGraphs are kept: a step committed in pieces (INGOT_CUDA_SPLIT)
+// has pieces of one kernel sequence, each with its own weights, and each
+// keeps a graph of its own.
 func (d *Device) findGraph(cb *commandBuffer) *graph {
+	bi, bdiff, same := -1, 0, 0
 	for i, g := range d.graphs {
-		if len(g.key) != len(cb.launches) || g.nconst < len(cb.consts) {
+		if len(g.key) != len(cb.launches) || g.nconst < len(cb.consts) || !g.sameKernels(cb) {
 			continue
 		}
-		same := true
-		for j := range g.key {
-			if g.key[j] != cb.launches[j].p {
-				same = false
+		same++
+		if n := g.diff(cb); bi < 0 || n < bdiff {
+			bi, bdiff = i, n
+			if n == 0 {
 				break
 			}
 		}
-		if same {
-			copy(d.graphs[1:i+1], d.graphs[:i])
-			d.graphs[0] = g
-			return g
+	}
+	if bi < 0 || bdiff > len(cb.launches)/4 && same < maxSameGraphs {
+		return nil
+	}
+	g := d.graphs[bi]
+	copy(d.graphs[1:bi+1], d.graphs[:bi])
+	d.graphs[0] = g
+	return g
+}
+
+// sameKernels reports whether g launches cb's kernels in cb's order.
+func (g *graph) sameKernels(cb *commandBuffer) bool {
+	for j := range g.key {
+		if g.key[j] != cb.launches[j].p {
+			return false
 		}
 	}
-	return nil
+	return true
+}
+
+// diff counts the nodes of g whose launch differs from cb's (dimensions or
+// arguments as encoded, before the constants' address is set).
+func (g *graph) diff(cb *commandBuffer) int {
+	n := 0
+	for i := range cb.launches {
+		l, prev := &cb.launches[i], &g.set[i]
+		if prev.grid != l.grid || prev.block != l.block || prev.shared != l.shared || string(prev.raw) != string(cb.rawArgs(i)) {
+			n++
+		}
+	}
+	return n
+}
+
+// rawArgs is launch i's arguments as encoded (constants' slots zero).
+func (cb *commandBuffer) rawArgs(i int) []byte {
+	end := len(cb.args)
+	if i+1 < len(cb.launches) {
+		end = cb.launches[i+1].off
+	}
+	return cb.args[cb.launches[i].off:end]
 }
 
 // capture records cb's launches as a new graph (the oldest one goes when
@@ -550,7 +590,7 @@ func (cb *commandBuffer) capture() (*graph, error) {
 		}
 		g.key = append(g.key, l.p)
 		g.nodes = append(g.nodes, n)
-		g.set = append(g.set, launchArgs{grid: l.grid, block: l.block, shared: l.shared, args: appendArgs(nil, p)})
+		g.set = append(g.set, launchArgs{grid: l.grid, block: l.block, shared: l.shared, raw: append([]byte(nil), cb.rawArgs(i)...)})
 	}
 	cg, cerr := d.s.EndCapture()
 	if err == nil {
@@ -578,27 +618,6 @@ func (g *graph) destroy(d *Device) {
 	g.exec.Destroy()
 	g.g.Destroy()
 	d.c.Free(g.consts)
-}
-
-// argsEqual reports whether p's slots hold args (their concatenation).
-func argsEqual(args []byte, p *cuda.Params) bool {
-	off := 0
-	for i := range p.Len() {
-		s := p.Slot(i)
-		if off+len(s) > len(args) || string(args[off:off+len(s)]) != string(s) {
-			return false
-		}
-		off += len(s)
-	}
-	return off == len(args)
-}
-
-// appendArgs appends p's slots to b.
-func appendArgs(b []byte, p *cuda.Params) []byte {
-	for i := range p.Len() {
-		b = append(b, p.Slot(i)...)
-	}
-	return b
 }
 
 // event returns a timing event from the device's pool.

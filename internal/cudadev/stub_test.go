@@ -197,3 +197,65 @@ func TestStubProfile(t *testing.T) {
 		}
 	}
 }
+
+// TestStubGraphPieces: a one-token forward is committed in pieces of 32
+// dispatches (kernels' cudaDecodeSplit), and pieces of the same kernels over
+// different buffers (a decode step's layers) each keep a graph of their own:
+// replaying the step instantiates nothing and updates no node, and each
+// launch still reads its own piece's weights.
+func TestStubGraphPieces(t *testing.T) {
+	d, err := cudadev.Open(cudadev.Options{Library: cudatest.Stub(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Release()
+	b, err := kernels.NewMetal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	const n, per, pieces = 64, 32, 4
+	x, dst := b.New(1, n), b.New(1, n)
+	var ws [pieces]*kernels.Tensor
+	for i := range ws {
+		if ws[i], err = b.Upload(kernels.FromF32(make([]float32, n), n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step := func() {
+		for _, w := range ws {
+			for range per {
+				b.RMSNorm(dst, x, w, 1e-5)
+			}
+		}
+		if err := b.Sync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cudatest.Call(t, "stub_reset")
+	step() // captures a graph a piece
+	first := cudatest.Launches(t)
+	if len(first) != pieces*per || string(first[0].Params) == string(first[per].Params) {
+		t.Fatalf("%d launches, want %d, each piece over its own weights", len(first), pieces*per)
+	}
+	for range 2 {
+		cudatest.Call(t, "stub_reset")
+		before := b.Stats().CommandBuffers
+		step()
+		if got := b.Stats().CommandBuffers - before; got != pieces {
+			t.Errorf("a step of %d dispatches committed %d command buffers, want %d", pieces*per, got, pieces)
+		}
+		if u, g := cudatest.Call(t, "stub_node_updates"), cudatest.Call(t, "stub_graph_instances"); u != 0 || g != 0 {
+			t.Errorf("replaying the step updated %d nodes and instantiated %d graphs, want 0 and 0", u, g)
+		}
+		ls := cudatest.Launches(t)
+		if len(ls) != len(first) {
+			t.Fatalf("%d launches, want %d", len(ls), len(first))
+		}
+		for i, l := range ls {
+			if l.Name != first[i].Name || string(l.Params) != string(first[i].Params) {
+				t.Fatalf("launch %d (piece %d) ran %q %x with other arguments than it was encoded with: %q %x", i, i/per, l.Name, l.Params, first[i].Name, first[i].Params)
+			}
+		}
+	}
+}
