@@ -42,7 +42,7 @@ type Metal struct {
 	nvNoStage bool                                             // tests: the matvec_*_nv kernels that read x from device memory
 	nvInt     nvIntMode                                        // where the _nvi mat-vecs run (INGOT_NV_INT; tests)
 	nvQX      metal.Buffer                                     // quantx's output, grown on demand
-	nvTC8     bool                                             // q4/q8 prefill on the int8 tensor-core kernels (INGOT_NV_TC=int8; tests)
+	nvTC8     bool                                             // q4/q8 prefill on the int8 tensor-core kernels (default; INGOT_NV_TC=bf16: the bf16 ones)
 	nvQX8     metal.Buffer                                     // quantx_tc8's output, grown on demand
 	noV16     bool                                             // tests: matvec_q4/q8_f32 instead of their _v16 forms
 	noMVB     bool                                             // tests: MatMul at 2 ≤ L ≤ 8 on the prefill tiles, as before the small-batch mat-vec
@@ -146,7 +146,7 @@ func NewMetal(dev metal.Device) (*Metal, error) {
 	}
 	m := &Metal{dev: dev, pipes: map[string]metal.Pipeline{}, shape: shapeOf(dev), nv: &nvTable{by: map[metal.Buffer][]nvPairs{}}, rows: 1,
 		nvInt: nvIntFromEnv(os.Getenv("INGOT_NV_INT")), nvGeom: nvGeomFromEnv(os.Getenv("INGOT_NV_GEOM")),
-		nvTC8: os.Getenv("INGOT_NV_TC") == "int8"}
+		nvTC8: os.Getenv("INGOT_NV_TC") != "bf16"}
 	if w, ok := dev.(metal.WorkLimiter); ok {
 		m.workLimit = w.CommandBufferWork()
 	}

@@ -68,9 +68,9 @@ const (
 
 // nvTC turns the tensor-core prefill (matmul_<w>_f32_tc) on where the GPU has
 // the tensor cores it needs. INGOT_NV_TC=0 turns it off, so that an A/B run on
-// a GPU times it against matmul_<w>_f32_nv (the SIMT kernel) in one build;
-// INGOT_NV_TC=int8 keeps it on and takes the int8 kernels for q4/q8
-// (matmulTC8Name; the backend's nvTC8 field, which tests set).
+// a GPU times it against matmul_<w>_f32_nv (the SIMT kernel) in one build.
+// q4/q8 weights take the int8 kernels (matmulTC8Name; the backend's nvTC8
+// field) unless INGOT_NV_TC=bf16.
 var nvTC = os.Getenv("INGOT_NV_TC") != "0"
 
 // tensorCores reports whether dev runs matmul_<w>_f32_tc: a device reporting a

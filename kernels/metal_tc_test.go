@@ -405,6 +405,8 @@ func tcRef(hw *Tensor, wf []float32, x []float32, L, N, K int) (y, scale []float
 // (2⁻¹⁸·|x|) reach 14–53·2⁻²⁴·Σ|x·w| on the same sums.
 func TestMetalMatMulTC(t *testing.T) {
 	m := testMetalTC(t, 8)
+	defer func(on bool) { m.nvTC8 = on }(m.nvTC8)
+	m.nvTC8 = false // the bf16 kernels (INGOT_NV_TC=bf16)
 	worst := map[DType]float64{}
 	for _, tc := range matmulTCCases() {
 		t.Run(tc.String(), func(t *testing.T) {
@@ -496,7 +498,9 @@ func checkTC(t *testing.T, got []float32, want, scale []float64, ulps float64) (
 // matmul_<w>_f32_nv (tc=false: INGOT_NV_TC=0) in one run; see benchMatMulAB.
 // On the interpreter it runs on a device reporting compute capability 9.0.
 func BenchmarkMetalMatMulTC(b *testing.B) {
-	benchMatMulAB(b, tcBenchMetal(b), []DType{DTypeQ4, DTypeQ8, DTypeBF16}, "tc", &nvTC)
+	m := tcBenchMetal(b)
+	m.nvTC8 = false // q4/q8 on the bf16 kernels (BenchmarkMetalMatMulTC8 times the int8 ones)
+	benchMatMulAB(b, m, []DType{DTypeQ4, DTypeQ8, DTypeBF16}, "tc", &nvTC)
 }
 
 // tcBenchMetal returns the backend the tensor-core benchmarks run on: the
@@ -677,8 +681,8 @@ func tc8X(L, K int, extreme bool, seed uint64) []float32 {
 // Gaussian cases and as a fraction of the bound over all.
 func TestMetalMatMulTC8(t *testing.T) {
 	m := testMetalTC(t, 8)
+	defer func(on bool) { m.nvTC8 = on }(m.nvTC8)
 	m.nvTC8 = true
-	defer func() { m.nvTC8 = false }()
 	var worstUnits, worstFrac float64
 	for _, tc := range matmulTC8Cases() {
 		t.Run(tc.String(), func(t *testing.T) {
@@ -749,8 +753,8 @@ func TestMetalMatMulTC8Select(t *testing.T) {
 		{DTypeQ8, 32, false, "matmul_q8_f32_tc"},
 	} {
 		t.Run(fmt.Sprintf("w=%s/G=%d/tc8=%v", c.dt, c.G, c.on), func(t *testing.T) {
+			defer func(on bool) { m.nvTC8 = on }(m.nvTC8)
 			m.nvTC8 = c.on
-			defer func() { m.nvTC8 = false }()
 			const L, N = 3, 17
 			K := max(c.G, 64)
 			hw := hostQuant(c.dt, N, K, c.G, 9)
@@ -810,8 +814,8 @@ func TestMetalQuantXTC8(t *testing.T) {
 				t.Fatal(err)
 			}
 			x := tc8X(L, K, true, uint64(K))
+			defer func(on bool) { m.nvTC8 = on }(m.nvTC8)
 			m.nvTC8 = true
-			defer func() { m.nvTC8 = false }()
 			m.matmulNV(m.New(L, 8), put(m, x, L, K), w, L, 8, K)
 			n, dxOff, gsOff := quantXTC8Bytes(L, K, G)
 			raw := get(t, m, &Tensor{DType: DTypeF32, Shape: []int{n / 4}, Buf: m.nvQX8})
