@@ -21,10 +21,7 @@ import (
 //     GPU (internal/cudadev). Without a driver or a GPU it fails with
 //     cuda.ErrUnavailable. INGOT_CUDA_GRAPHS=0 launches every kernel on its
 //     own instead of replaying decode steps as CUDA graphs (to compare);
-//     INGOT_CUDA_PDL=0 launches without programmatic dependent launch;
-//     INGOT_CUDA_SPLIT=N commits a decode step every N dispatches (32; 0:
-//     whole); INGOT_CUDA_ASYNC=0 makes each commit wait until its launches
-//     are queued.
+//     INGOT_CUDA_PDL=0 launches without programmatic dependent launch.
 func openMetal(name string, threads int) (Backend, error) {
 	var dev metal.Device
 	switch name {
@@ -41,8 +38,7 @@ func openMetal(name string, threads int) (Backend, error) {
 		}
 		dev = d
 	case "cuda":
-		d, err := cudadev.Open(cudadev.Options{NoGraphs: os.Getenv("INGOT_CUDA_GRAPHS") == "0", NoPDL: os.Getenv("INGOT_CUDA_PDL") == "0",
-			SyncCommit: os.Getenv("INGOT_CUDA_ASYNC") == "0"})
+		d, err := cudadev.Open(cudadev.Options{NoGraphs: os.Getenv("INGOT_CUDA_GRAPHS") == "0", NoPDL: os.Getenv("INGOT_CUDA_PDL") == "0"})
 		if err != nil {
 			return nil, fmt.Errorf("kernels: cuda: %w", err)
 		}

@@ -65,18 +65,13 @@ type Device struct {
 	closed bool
 
 	// owned by the context's goroutine
-	mods       map[string]*cuda.Module
-	graphs     []*graph // most recently used first
-	events     []*cuda.Event
-	noGraphs   bool
-	syncCommit bool      // Commit waits until the launches are queued
-	pdl        bool      // programmatic dependent launches (see gridDependent)
-	prof       *profiler // nil unless profiling
+	mods     map[string]*cuda.Module
+	graphs   []*graph // most recently used first
+	events   []*cuda.Event
+	noGraphs bool
+	pdl      bool      // programmatic dependent launches (see gridDependent)
+	prof     *profiler // nil unless profiling
 }
-
-// postDepth is how many command buffers' launches can be queued for the
-// context's goroutine before Commit blocks.
-const postDepth = 64
 
 // maxGraphs is how many decode-step graphs are kept (a step's shape changes
 // with the attention's split as the context grows).
@@ -113,9 +108,6 @@ type Options struct {
 	Device   int    // the device ordinal
 	NoGraphs bool   // launch every command buffer's kernels one by one (for comparison)
 	NoPDL    bool   // no programmatic dependent launches (for comparison)
-	// SyncCommit makes Commit wait until the context's goroutine has queued
-	// the launches (for comparison; by default the caller goes on encoding).
-	SyncCommit bool
 	// Profile times every kernel and writes the totals here at Release
 	// (INGOT_CUDA_PROFILE=1: to stderr); see profiler. ProfileBlock is the
 	// blocker's size in bytes (0: 8 GiB).
@@ -126,7 +118,7 @@ type Options struct {
 // Open opens device o.Device's primary context on a goroutine of its own.
 // Without a driver or a device the error wraps cuda.ErrUnavailable.
 func Open(o Options) (*Device, error) {
-	d := &Device{work: make(chan func(), postDepth), done: make(chan struct{}), pipes: map[string]*pipeline{}, mods: map[string]*cuda.Module{}, noGraphs: o.NoGraphs, syncCommit: o.SyncCommit, prof: newProfiler(o)}
+	d := &Device{work: make(chan func()), done: make(chan struct{}), pipes: map[string]*pipeline{}, mods: map[string]*cuda.Module{}, noGraphs: o.NoGraphs, prof: newProfiler(o)}
 	opened := make(chan error, 1)
 	go d.loop(o, opened)
 	if err := <-opened; err != nil {
@@ -193,19 +185,6 @@ func (d *Device) do(f func() error) error {
 	d.mu.Unlock()
 	d.work <- func() { errc <- f() }
 	return <-errc
-}
-
-// post queues f on the context's goroutine without waiting for it; the
-// work after it (do, post) runs after it. It reports false once the device
-// is released.
-func (d *Device) post(f func()) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return false
-	}
-	d.work <- f
-	return true
 }
 
 // Kind is "cuda": kernels names the backend "cuda:" + Name.
@@ -397,7 +376,6 @@ type commandBuffer struct {
 	start    *cuda.Event
 	end      *cuda.Event
 	err      error
-	posted   bool // Commit queued the launches: err is the context goroutine's
 	gpu      time.Duration
 
 	// profiling only: an event before the blocker, one after each launch,
@@ -429,53 +407,39 @@ func (cb *commandBuffer) Commit() {
 		return // an encoding error: Wait returns it
 	}
 	d := cb.d
-	cb.posted = true
-	if d.syncCommit {
-		cb.err = d.do(cb.commit)
-		return
-	}
-	// Queued, not waited for: the CPU goes on encoding the next command
-	// buffer while the context's goroutine launches this one. Wait returns
-	// its error.
-	if !d.post(func() { cb.err = cb.commit() }) {
-		cb.err = errors.New("cudadev: device released")
-	}
-}
-
-// commit is Commit on the context's goroutine.
-func (cb *commandBuffer) commit() error {
-	d := cb.d
-	var err error
-	if cb.start, err = d.event(); err != nil {
-		return err
-	}
-	if cb.end, err = d.event(); err != nil {
-		return err
-	}
-	if d.prof != nil {
-		return cb.launchProfiled()
-	}
-	if len(cb.launches) >= minGraphLaunches && !d.noGraphs {
-		return cb.replay()
-	}
-	if len(cb.consts) > 0 {
-		if cb.constBuf, err = d.c.Alloc(len(cb.consts)); err != nil {
+	cb.err = d.do(func() error {
+		var err error
+		if cb.start, err = d.event(); err != nil {
 			return err
 		}
-		if err := d.s.CopyHtoD(cb.constBuf, cb.consts); err != nil {
+		if cb.end, err = d.event(); err != nil {
 			return err
 		}
-	}
-	if err := cb.start.Record(d.s); err != nil {
-		return err
-	}
-	for i := range cb.launches {
-		l := &cb.launches[i]
-		if err := d.launch(l, cb.fill(l, cb.constBuf)); err != nil {
+		if d.prof != nil {
+			return cb.launchProfiled()
+		}
+		if len(cb.launches) >= minGraphLaunches && !d.noGraphs {
+			return cb.replay()
+		}
+		if len(cb.consts) > 0 {
+			if cb.constBuf, err = d.c.Alloc(len(cb.consts)); err != nil {
+				return err
+			}
+			if err := d.s.CopyHtoD(cb.constBuf, cb.consts); err != nil {
+				return err
+			}
+		}
+		if err := cb.start.Record(d.s); err != nil {
 			return err
 		}
-	}
-	return cb.end.Record(d.s)
+		for i := range cb.launches {
+			l := &cb.launches[i]
+			if err := d.launch(l, cb.fill(l, cb.constBuf)); err != nil {
+				return err
+			}
+		}
+		return cb.end.Record(d.s)
+	})
 }
 
 // launch enqueues l with parameters p on the device's stream: a
@@ -669,14 +633,11 @@ func (d *Device) event() (*cuda.Event, error) {
 // Wait waits for the launches and returns the first error, naming the
 // kernel when the driver reported one at launch.
 func (cb *commandBuffer) Wait() error {
-	if !cb.posted {
-		return cb.err // an encoding error (or Commit was not called)
+	if cb.err != nil {
+		return cb.err
 	}
 	d := cb.d
 	return d.do(func() error {
-		if cb.err != nil {
-			return cb.err // the launches' (Commit's work runs before this)
-		}
 		err := cb.end.Synchronize()
 		if err == nil {
 			cb.gpu, _ = cb.end.Since(cb.start)
