@@ -556,7 +556,7 @@ func (g *graph) diff(cb *commandBuffer) int {
 	return n
 }
 
-// rawArgs is launch i's arguments as encoded (constants' slots zero).
+// rawArgs is launch i's arguments as encoded (a constant's slot holds its offset).
 func (cb *commandBuffer) rawArgs(i int) []byte {
 	end := len(cb.args)
 	if i+1 < len(cb.launches) {
@@ -720,6 +720,7 @@ func (e *encoder) Dispatch(groups, threads metal.Size) {
 				cb.consts = append(cb.consts[:len(cb.consts):len(cb.consts)], make([]byte, off-len(cb.consts))...)
 				cb.consts = append(cb.consts, b.bytes...)
 				l.fix = append(l.fix, constRef{param: i, off: off})
+				putU64(slot, uint64(off)) // the offset, in the arguments a replay compares (fill sets the address)
 			default:
 				putU64(slot, uint64(b.ptr))
 			}

@@ -259,3 +259,70 @@ func TestStubGraphPieces(t *testing.T) {
 		}
 	}
 }
+
+// TestStubGraphConsts: two command buffers of the same kernels whose
+// setBytes constants sit at different offsets (a longer one first in A, a
+// shorter one in B) replay one graph alternately, and each launch still
+// points at its own constants: a node whose arguments differ only in a
+// constant's offset is updated.
+func TestStubGraphConsts(t *testing.T) {
+	d, err := cudadev.Open(cudadev.Options{Library: cudatest.Stub(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Release()
+	p, err := d.Pipeline("rmsnorm_f32")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := d.NewBuffer(256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := d.NewBuffer(256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const launches = 8
+	encode := func(first int) metal.CommandBuffer {
+		cb, err := d.CommandBuffer()
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := cb.Encoder()
+		e.SetPipeline(p)
+		e.SetBytes(0, make([]byte, 8))
+		e.SetBuffer(2, w, 0)
+		e.SetBuffer(3, y, 0)
+		e.SetThreadgroupMemory(0, 128)
+		for i := range launches {
+			n := 16
+			if i == 0 {
+				n = first
+			}
+			e.SetBytes(1, make([]byte, n)) // x: into the constants
+			e.Dispatch(metal.Size{W: 1, H: 1, D: 1}, metal.Size{W: 32, H: 1, D: 1})
+		}
+		e.End()
+		return cb
+	}
+	for round, first := range []int{64, 16, 64, 16} {
+		cudatest.Call(t, "stub_reset")
+		cb := encode(first)
+		cb.Commit()
+		if err := cb.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		ls := cudatest.Launches(t)
+		if len(ls) != launches {
+			t.Fatalf("round %d: %d launches", round, len(ls))
+		}
+		x0 := binary.LittleEndian.Uint64(ls[0].Params[8:])
+		for i, l := range ls[1:] {
+			want := uint64((first+15)&^15 + 16*i)
+			if got := binary.LittleEndian.Uint64(l.Params[8:]) - x0; got != want {
+				t.Errorf("round %d (first constant %d bytes), launch %d: x at +%d from launch 0's, want +%d", round, first, i+1, got, want)
+			}
+		}
+	}
+}
