@@ -46,16 +46,19 @@ func TestMetalPipelinedGreedy(t *testing.T) {
 	dir := filepath.Join(refDir, "tinycode-llama-q4")
 	prompt := []int32{4094, 1, 2}
 	const ctxLen = 16
-	// On a device that splits command buffers (metal.WorkLimiter) a step is
-	// several; the accounting below is per step, so hide the limit.
-	pb := metalEmu(t).(*kernels.Metal)
-	if _, ok := pb.Device().(metal.WorkLimiter); ok {
-		var err error
-		if pb, err = kernels.NewMetal(unlimited{pb.Device()}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { pb.Close() })
+	// On a device that splits command buffers (metal.WorkLimiter, the cuda
+	// device's decode pieces) a step is several; the accounting below is per
+	// step, so hide the limit.
+	t.Setenv("INGOT_CUDA_SPLIT", "0")
+	dev := metalEmu(t).(*kernels.Metal).Device()
+	if _, ok := dev.(metal.WorkLimiter); ok {
+		dev = unlimited{dev}
 	}
+	pb, err := kernels.NewMetal(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pb.Close() })
 	pipe := loadCtx(t, dir, pb, ctxLen)
 	mb := pipe.Backend().(*kernels.Metal)
 	eb := metalEmu(t)
