@@ -302,11 +302,14 @@ func blockWords(blk []byte) []uint32 {
 	return unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(blk))), len(blk)/4)
 }
 
-// alignedBytes returns n zero bytes starting on a 64-byte boundary.
+// alignedBytes returns n zero bytes starting on a 64-byte boundary, their
+// pages backed with memory (see populate).
 func alignedBytes(n int) []byte {
 	b := make([]byte, n+64)
 	off := int(-uintptr(unsafe.Pointer(unsafe.SliceData(b))) & 63)
-	return b[off : off+n : off+n]
+	b = b[off : off+n : off+n]
+	populate(b)
+	return b
 }
 
 // blockedRow returns where row n (of K) of a blocked q of one slab lies: its
