@@ -55,11 +55,16 @@ func PrepareKQuant(w *KQuant) *Weight {
 func (w *KQuant) blocked() *QMatrix {
 	var q *QMatrix
 	var put func(blk []byte, rows [][]byte, kw int)
+	var fit scaleFit
 	switch w.Type {
 	case KQ4_0, KQ8_0:
+		// The scales are f16 values and their biases, but for |d| ≥
+		// 2¹⁶/off, too: the blocks are written so, the scales checked as
+		// they go, and written again in the type they need where that is
+		// another (see scaleFit).
 		bits, _ := w.affineForm()
-		q = &QMatrix{Bits: bits, GroupSize: 32}
-		put = func(blk []byte, rows [][]byte, kw int) { w.putAffine(blk, rows, kw, q.meta) }
+		q = &QMatrix{Bits: bits, GroupSize: 32, meta: metaF16}
+		put = func(blk []byte, rows [][]byte, kw int) { w.putAffine(blk, rows, kw, q.meta, &fit) }
 	case KQ4K:
 		q, put = &QMatrix{Bits: 4, GroupSize: 32, meta: metaK}, putQ4K
 	case KQ6K:
@@ -71,12 +76,6 @@ func (w *KQuant) blocked() *QMatrix {
 		return nil
 	}
 	switch w.Type {
-	case KQ4_0, KQ8_0:
-		meta, ok := w.affineMeta()
-		if !ok {
-			return nil
-		}
-		q.meta = meta
 	case KQ4K:
 		if !finiteF16s(w.B, 144, 0, 2) {
 			return nil
@@ -86,6 +85,23 @@ func (w *KQuant) blocked() *QMatrix {
 			return nil
 		}
 	}
+	w.fill(q, put)
+	if w.Type == KQ4_0 || w.Type == KQ8_0 {
+		meta, ok := fit.kind(w.Type)
+		if !ok {
+			return nil
+		}
+		if meta != q.meta {
+			q.meta = meta
+			w.fill(q, put)
+		}
+	}
+	return q
+}
+
+// fill sets q's Blocked to w in q's blocked layout, put writing each
+// four-row block (or last single row) of each K-slab from its stored rows.
+func (w *KQuant) fill(q *QMatrix, put func(blk []byte, rows [][]byte, kw int)) {
 	q.blockLayout(w.N, w.K)
 	vals, size := w.Type.BlockSize()
 	var rows [4][]byte
@@ -100,7 +116,6 @@ func (w *KQuant) blocked() *QMatrix {
 			put(sl.blockAt(n0, r, kw), rows[:r], kw)
 		}
 	}
-	return q
 }
 
 // finiteF16s reports whether the f16 values at offsets offs of every size-byte
@@ -128,42 +143,41 @@ func (w *KQuant) affineForm() (bits int, off float32) {
 	return 0, 0
 }
 
-// affineMeta returns the narrowest type that holds every block's scale d and
-// bias −off·d exactly, or false if some d is not finite (the affine form
-// would turn d·0 into ∞ − ∞). d, an f16, is exact in f16; −off·d (off a
-// power of two) has d's significand, so it is a bf16 value iff d is, and an
-// f16 value unless it overflows, |d| ≥ 2¹⁶/off.
-func (w *KQuant) affineMeta() (uint8, bool) {
-	_, size := w.Type.BlockSize()
+// scaleFit gathers, over a q4_0 or q8_0 weight's block scales d, what the
+// narrowest type that holds every d and bias −off·d exactly needs to know.
+// d, an f16, is an f16 value; −off·d (off a power of two) has d's
+// significand, so it is a bf16 value iff d is, and an f16 value unless it
+// overflows, |d| ≥ 2¹⁶/off. A d that is not finite leaves no affine form
+// (d·0 would be ∞ − ∞).
+type scaleFit struct {
+	max     uint16 // the largest |d|, as f16 bits
+	low     uint16 // the normal d's bits, or-ed: bf16 values iff the low three are 0
+	notBF16 bool   // a subnormal d that is not a bf16 value
+}
+
+// kind returns the narrowest type for the scales and biases of a q4_0 or
+// q8_0 weight of type kt, or false if some d is not finite.
+func (f *scaleFit) kind(kt KType) (uint8, bool) {
 	big := uint16(0x7000) // |d| ≥ 2¹³: −8·d overflows f16
-	if w.Type == KQ8_0 {
+	if kt == KQ8_0 {
 		big = 0x6000 // 2⁹
 	}
-	var notBF16, notF16 bool
-	for o := 0; o+size <= len(w.B); o += size {
-		h := binary.LittleEndian.Uint16(w.B[o:]) & 0x7fff
-		if h >= 0x7c00 {
-			return 0, false
-		}
-		notF16 = notF16 || h >= big
-		if h >= 0x400 { // normal: the f32's low 16 bits are the significand's low 3 bits
-			notBF16 = notBF16 || h&7 != 0
-		} else {
-			notBF16 = notBF16 || math.Float32bits(F16ToF32(h))&0xffff != 0
-		}
-	}
 	switch {
-	case !notBF16:
+	case f.max >= 0x7c00:
+		return 0, false
+	case f.low&7 == 0 && !f.notBF16:
 		return metaBF16, true
-	case !notF16:
+	case f.max < big:
 		return metaF16, true
 	}
 	return metaF32, true
 }
 
 // putAffine writes a block of a q4_0 or q8_0 w (rows: the stored rows of its
-// slab of kw columns) into blk, its scales and biases as meta.
-func (w *KQuant) putAffine(blk []byte, rows [][]byte, kw int, meta uint8) {
+// slab of kw columns) into blk, its scales and biases as meta. Writing them
+// as f16, it adds the scales to fit, and where fit then wants another type
+// the values written for some are not theirs.
+func (w *KQuant) putAffine(blk []byte, rows [][]byte, kw int, meta uint8, fit *scaleFit) {
 	bits, off := w.affineForm()
 	G := kw / 32
 	if bits == 8 {
@@ -181,15 +195,23 @@ func (w *KQuant) putAffine(blk []byte, rows [][]byte, kw int, meta uint8) {
 			if bits == 8 {
 				e = 7 << 10
 			}
+			mx, low := fit.max, fit.low
 			for g := range G {
 				h := binary.LittleEndian.Uint16(row[size*g:])
+				a := h & 0x7fff
+				mx = max(mx, a)
 				nb := (h ^ 0x8000) + e
-				if x := h >> 10 & 0x1f; x == 0 { // zero or subnormal
-					nb = F32ToF16(-off * F16ToF32(h))
+				if a < 0x400 { // zero or subnormal
+					d := F16ToF32(h)
+					nb = F32ToF16(-off * d)
+					fit.notBF16 = fit.notBF16 || math.Float32bits(d)&0xffff != 0
+				} else {
+					low |= h
 				}
 				binary.LittleEndian.PutUint16(s[2*g:], h)
 				binary.LittleEndian.PutUint16(b[2*g:], nb)
 			}
+			fit.max, fit.low = mx, low
 		case metaBF16:
 			for g := range G {
 				d := math.Float32frombits(f16Bits(binary.LittleEndian.Uint16(row[size*g:])))

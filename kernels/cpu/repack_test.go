@@ -151,8 +151,9 @@ func checkSameBlocked(t *testing.T, name string, got, want *QMatrix) {
 	}
 }
 
-// TestAffineMeta: the scales' type chosen for q4_0 and q8_0 with every f16 as
-// one block's scale (the others 1) is the one the float32 checks choose.
+// TestAffineMeta: the scales' type a q4_0 or q8_0 weight is blocked with, for
+// every f16 as one block's scale (the others 1), is the one the float32
+// checks choose, and no weight for one that is not finite.
 func TestAffineMeta(t *testing.T) {
 	for _, kt := range []KType{KQ4_0, KQ8_0} {
 		kq := randKQuant(kt, 1, 256, 1)
@@ -162,10 +163,10 @@ func TestAffineMeta(t *testing.T) {
 		}
 		for h := range 1 << 16 {
 			binary.LittleEndian.PutUint16(kq.B[3*size:], uint16(h))
-			gm, gok := kq.affineMeta()
-			wm, wok := refAffineMeta(kq)
-			if gm != wm || gok != wok {
-				t.Fatalf("%s with a scale %#04x: %s scales (%v), want %s (%v)", kt, h, metaNames[gm], gok, metaNames[wm], wok)
+			q := kq.blocked()
+			want, ok := refAffineMeta(kq)
+			if (q != nil) != ok || q != nil && q.meta != want {
+				t.Fatalf("%s with a scale %#04x: %+v, want %s scales (%v)", kt, h, q, metaNames[want], ok)
 			}
 		}
 	}
