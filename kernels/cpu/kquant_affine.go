@@ -54,7 +54,7 @@ func PrepareKQuant(w *KQuant) *Weight {
 // the stored blocks, a code word at a time, in the layout's order.
 func (w *KQuant) blocked() *QMatrix {
 	var q *QMatrix
-	var put func(blk []byte, rows [][]byte, kw int)
+	var put func(blk []byte, rows [][]byte, kw int) bool
 	var fit scaleFit
 	switch w.Type {
 	case KQ4_0, KQ8_0:
@@ -64,7 +64,7 @@ func (w *KQuant) blocked() *QMatrix {
 		// another (see scaleFit).
 		bits, _ := w.affineForm()
 		q = &QMatrix{Bits: bits, GroupSize: 32, meta: metaF16}
-		put = func(blk []byte, rows [][]byte, kw int) { w.putAffine(blk, rows, kw, q.meta, &fit) }
+		put = func(blk []byte, rows [][]byte, kw int) bool { w.putAffine(blk, rows, kw, q.meta, &fit); return true }
 	case KQ4K:
 		q, put = &QMatrix{Bits: 4, GroupSize: 32, meta: metaK}, putQ4K
 	case KQ6K:
@@ -72,20 +72,9 @@ func (w *KQuant) blocked() *QMatrix {
 	default:
 		return nil
 	}
-	if !bFits(q, w.K) {
+	if !bFits(q, w.K) || !w.fill(q, put) {
 		return nil
 	}
-	switch w.Type {
-	case KQ4K:
-		if !finiteF16s(w.B, 144, 0, 2) {
-			return nil
-		}
-	case KQ6K:
-		if !finiteF16s(w.B, 210, 208) {
-			return nil
-		}
-	}
-	w.fill(q, put)
 	if w.Type == KQ4_0 || w.Type == KQ8_0 {
 		meta, ok := fit.kind(w.Type)
 		if !ok {
@@ -100,8 +89,10 @@ func (w *KQuant) blocked() *QMatrix {
 }
 
 // fill sets q's Blocked to w in q's blocked layout, put writing each
-// four-row block (or last single row) of each K-slab from its stored rows.
-func (w *KQuant) fill(q *QMatrix, put func(blk []byte, rows [][]byte, kw int)) {
+// four-row block (or last single row) of each K-slab from its stored rows;
+// it returns false if put found a scale that is not finite.
+func (w *KQuant) fill(q *QMatrix, put func(blk []byte, rows [][]byte, kw int) bool) bool {
+	ok := true
 	q.blockLayout(w.N, w.K)
 	vals, size := w.Type.BlockSize()
 	var rows [4][]byte
@@ -113,22 +104,10 @@ func (w *KQuant) fill(q *QMatrix, put func(blk []byte, rows [][]byte, kw int)) {
 			for i := range r {
 				rows[i] = w.row(n0 + i)[b0:b1]
 			}
-			put(sl.blockAt(n0, r, kw), rows[:r], kw)
+			ok = put(sl.blockAt(n0, r, kw), rows[:r], kw) && ok
 		}
 	}
-}
-
-// finiteF16s reports whether the f16 values at offsets offs of every size-byte
-// block of b are finite.
-func finiteF16s(b []byte, size int, offs ...int) bool {
-	for o := 0; o+size <= len(b); o += size {
-		for _, at := range offs {
-			if binary.LittleEndian.Uint16(b[o+at:])&0x7c00 == 0x7c00 {
-				return false
-			}
-		}
-	}
-	return true
+	return ok
 }
 
 // affineForm returns the code width and offset (the bias is −off·d) of w's
@@ -321,8 +300,8 @@ func q4kLanes8(d *[8]uint32, b *[144]byte, c int) {
 // putQ4K writes a block of a q4_k weight (rows: the stored rows of its slab
 // of kw columns) into blk: the codes, then the scales d and sc, then the
 // biases −dmin and m, a stripe's factors then its groups' integers (see
-// blocked.go).
-func putQ4K(blk []byte, rows [][]byte, kw int) {
+// blocked.go). It returns false if some d or dmin is not finite.
+func putQ4K(blk []byte, rows [][]byte, kw int) bool {
 	dst, G := blockWords(blk), kw/32
 	o := 0
 	for s0 := 0; s0 < G; s0 += 16 {
@@ -340,12 +319,14 @@ func putQ4K(blk []byte, rows [][]byte, kw int) {
 		}
 	}
 	r, rb, mb := len(rows), kw/2, metaRowBytes(G, metaK)
+	var mx uint16 // the largest |d| and |dmin|, as f16 bits
 	for i, row := range rows {
 		sm, bm := blk[r*rb+i*mb:][:mb], blk[r*rb+(r+i)*mb:][:mb]
 		for j := range G / 8 { // superblock j: the groups 8j … 8j+7
 			b := (*[144]byte)(row[144*j:])
 			s, h := 20*(j/2), j%2                                                               // its stripe's bytes, its factor there
 			d, e := binary.LittleEndian.Uint16(b[0:]), binary.LittleEndian.Uint16(b[2:])^0x8000 // d, −dmin
+			mx = max(mx, d&0x7fff, e&0x7fff)
 			binary.LittleEndian.PutUint16(sm[s+2*h:], d)
 			binary.LittleEndian.PutUint16(bm[s+2*h:], e)
 			if h == 0 && 8*j+8 == G { // a last stripe of 8 groups: its second factor repeats the first
@@ -359,4 +340,5 @@ func putQ4K(blk []byte, rows [][]byte, kw int) {
 			}
 		}
 	}
+	return mx < 0x7c00
 }

@@ -25,9 +25,10 @@ const q6Chunk = 96
 
 // putQ6K writes a block of a q6_k weight (rows: the stored rows of its slab
 // of kw columns) into blk: per stripe and chunk the rows' chunks, then each
-// row's scales.
-func putQ6K(blk []byte, rows [][]byte, kw int) {
+// row's scales. It returns false if some d is not finite.
+func putQ6K(blk []byte, rows [][]byte, kw int) bool {
 	S, r := kw/256, len(rows)
+	var mx uint16 // the largest |d|, as f16 bits
 	for i, row := range rows {
 		for s := range S {
 			b := (*[210]byte)(row[210*s:])
@@ -37,8 +38,10 @@ func putQ6K(blk []byte, rows [][]byte, kw int) {
 			sc := blk[2*S*r*q6Chunk+18*(i*S+s):][:18]
 			sc[0], sc[1] = b[208], b[209]
 			copy(sc[2:], b[192:208])
+			mx = max(mx, binary.LittleEndian.Uint16(b[208:])&0x7fff)
 		}
 	}
+	return mx < 0x7c00
 }
 
 // putQ6Chunk writes chunk c of q6_k superblock b into ch. Lane j holds values
