@@ -678,6 +678,7 @@ func ggufTensor(w *weightFiles, quant *quantConfig, t *gguf.Tensor, hf string, r
 	data := t.Data
 	if heads := ggufPermutedHeads(t.Name, c, permuted); heads > 0 && rows > 1 {
 		data = unpermute(data, heads, rows, t.Type.RowBytes(cols))
+		w.release(t.Data) // read once: the rows in order are the copy
 	} else if heads > 0 { // a q or k bias: one row of per-head values
 		data = unpermute(data, heads, cols, t.Type.RowBytes(1))
 	}

@@ -115,43 +115,42 @@ func biasRowBytes(G int, kind uint8) int {
 // metaKind returns the narrowest element type that holds every value of s and
 // b exactly.
 func metaKind(s, b []float32) uint8 {
-	var f metaFit
+	var lo uint32 // the low halves' bits: all zero for bf16 values
+	notF16 := false
 	for _, x := range [][]float32{s, b} {
 		for _, v := range x {
-			f.add(v)
+			u := math.Float32bits(v)
+			lo |= u & 0xffff
+			if !notF16 && !isF16(v) {
+				notF16 = true
+			}
 		}
 	}
-	return f.kind()
-}
-
-// metaFit finds the narrowest element type that holds every value added
-// exactly: bf16, else f16, else f32.
-type metaFit struct{ notBF16, notF16 bool }
-
-func (f *metaFit) add(v float32) {
-	f.notBF16 = f.notBF16 || math.Float32bits(v)&0xffff != 0
-	f.notF16 = f.notF16 || F16ToF32(F32ToF16(v)) != v
-}
-
-func (f *metaFit) kind() uint8 {
 	switch {
-	case !f.notBF16:
+	case lo == 0:
 		return metaBF16
-	case !f.notF16:
+	case !notF16:
 		return metaF16
 	}
 	return metaF32
 }
 
-// putMeta stores v in dst as kind.
+// putMeta stores v in dst as kind, whose type holds every value exactly.
 func putMeta(dst []byte, v []float32, kind uint8) {
-	for i, x := range v {
-		switch kind {
-		case metaBF16:
+	switch kind {
+	case metaBF16:
+		dst = dst[:2*len(v)]
+		for i, x := range v {
 			binary.LittleEndian.PutUint16(dst[2*i:], uint16(math.Float32bits(x)>>16))
-		case metaF16:
-			binary.LittleEndian.PutUint16(dst[2*i:], F32ToF16(x))
-		default:
+		}
+	case metaF16:
+		dst = dst[:2*len(v)]
+		for i, x := range v {
+			binary.LittleEndian.PutUint16(dst[2*i:], toF16(x))
+		}
+	default:
+		dst = dst[:4*len(v)]
+		for i, x := range v {
 			binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(x))
 		}
 	}
@@ -193,81 +192,82 @@ func slabWidth(q *QMatrix, K int) int {
 
 // block moves q (N rows of K) to the blocked layout, in K-slabs.
 func (q *QMatrix) block(N, K int) {
-	words, G := K*q.Bits/32, K/q.GroupSize
+	words, G, wpg := K*q.Bits/32, K/q.GroupSize, q.wordsPerGroup()
 	q.meta = metaKind(q.Scales, q.Biases)
-	q.blockRows(N, K, func(dst *QMatrix, n0, n1 int) {
-		dst.W, dst.Scales, dst.Biases = q.W[n0*words:n1*words], q.Scales[n0*G:n1*G], q.Biases[n0*G:n1*G]
-	})
+	q.blockLayout(N, K)
+	var rows [4][]uint32
+	for n0, r := 0, 0; n0 < N; n0 += r {
+		r = blockRowsAt(n0, N)
+		for j := range q.slabs {
+			sl, kw := &q.slabs[j], q.slabCols(j, K)
+			sG, g0 := kw/q.GroupSize, sl.k0/q.GroupSize
+			for i := range r {
+				o := (n0+i)*words + g0*wpg
+				rows[i] = q.W[o : o+sG*wpg]
+			}
+			blk := sl.blockAt(n0, r, kw)
+			putCodes(blockWords(blk), rows[:r], wpg, sG)
+			rb, mb := kw*q.Bits/8, metaRowBytes(sG, q.meta)
+			for i := range r {
+				at := (n0+i)*G + g0
+				putMeta(blk[r*rb+i*mb:], q.Scales[at:at+sG], q.meta)
+				putMeta(blk[r*rb+(r+i)*mb:], q.Biases[at:at+sG], q.meta)
+			}
+		}
+	}
 	q.W, q.Scales, q.Biases = nil, nil, nil
 }
 
-// blockRows sets q's Blocked (and slabs) to the blocked layout of an N × K
-// matrix of q.Bits-bit codes in groups of q.GroupSize, scales and biases
-// stored as q.meta, whose row-major rows rows gives: it sets dst's W, Scales
-// and Biases to rows [n0, n1) (views or copies; row n0 first), one four-row
-// block (or a last single row) at a time.
-func (q *QMatrix) blockRows(N, K int, rows func(dst *QMatrix, n0, n1 int)) {
-	out := alignedBytes(N * blockRowBytes(q, K))
+// blockLayout sets q's Blocked to zeroed room for the blocked layout of an N ×
+// K matrix of q.Bits-bit codes in groups of q.GroupSize, scales and biases
+// stored as q.meta, and its slabs to their views of it.
+func (q *QMatrix) blockLayout(N, K int) {
+	q.Blocked = alignedBytes(N * blockRowBytes(q, K))
 	kw := slabWidth(q, K)
 	q.slabs = make([]QMatrix, 0, (K+kw-1)/kw)
 	off := 0
 	for k0 := 0; k0 < K; k0 += kw {
 		n := N * blockRowBytes(q, min(kw, K-k0))
-		q.slabs = append(q.slabs, QMatrix{Bits: q.Bits, GroupSize: q.GroupSize, Blocked: out[off : off+n : off+n], meta: q.meta, k0: k0})
+		q.slabs = append(q.slabs, QMatrix{Bits: q.Bits, GroupSize: q.GroupSize, Blocked: q.Blocked[off : off+n : off+n], meta: q.meta, k0: k0})
 		off += n
 	}
-	var src QMatrix
-	for n0 := 0; n0 < N; {
-		r := 4 // rows in this block
-		if n0 >= N&^3 {
-			r = 1
-		}
-		rows(&src, n0, n0+r)
-		for j := range q.slabs {
-			q.slabs[j].blockRowsOf(&src, n0, r, K, q.slabCols(j, K))
-		}
-		n0 += r
-	}
-	q.Blocked = out
 }
 
-// blockRowsOf writes the block of rows [n0, n0+r) of a slab q (columns [q.k0,
-// q.k0+kw) of rows of K) from src, those rows row-major (row n0 first).
-func (q *QMatrix) blockRowsOf(src *QMatrix, n0, r, K, kw int) {
-	if q.meta == metaQ6 {
-		q.blockRowsOfQ6(src, n0, r, K, kw)
-		return
+// blockRowsAt returns the rows of the block of a blocked layout of N rows
+// that starts at row n0: four, or one past the last whole four-row block.
+func blockRowsAt(n0, N int) int {
+	if n0 >= N&^3 {
+		return 1
 	}
-	rb, G, S1, mb := kw*q.Bits/8, kw/q.GroupSize, blockRowBytes(q, kw), metaRowBytes(kw/q.GroupSize, q.meta)
-	wpg, words, rowG, g0 := q.wordsPerGroup(), K*q.Bits/32, K/q.GroupSize, q.k0/q.GroupSize
-	blk := q.Blocked[n0*S1 : (n0+r)*S1]
-	// the block's codes as words, written in order (see blockedWord):
-	// unblock's group order, with strided stores, loads a model markedly
-	// slower (docs/perf/cpu.md, "Blocked layout")
-	dst := blockWords(blk)
+	return 4
+}
+
+// blockAt returns the bytes of the block of r rows at row n0 of a slab q of
+// kw columns.
+func (q *QMatrix) blockAt(n0, r, kw int) []byte {
+	S1 := blockRowBytes(q, kw)
+	return q.Blocked[n0*S1 : (n0+r)*S1]
+}
+
+// putCodes writes a block's code words into dst, the block's words, in the
+// blocked layout's order (see blockedWord): rows[i] is row i's G groups of
+// wpg words, group 0 first. The words are written in order, each read from
+// L1: unblock's group order, with strided stores, loads a model markedly
+// slower (docs/perf/cpu.md, "Blocked layout").
+func putCodes(dst []uint32, rows [][]uint32, wpg, G int) {
 	o := 0
 	for s0 := 0; s0 < G; s0 += 16 {
+		L := min(16, G-s0) // the stripe's lanes
 		for c := range wpg {
-			for i := range r {
-				w := src.W[i*words+g0*wpg:]
-				for j := range min(16, G-s0) {
-					dst[o] = w[(s0+j)*wpg+c]
-					o++
+			for _, w := range rows {
+				w := w[s0*wpg+c:]
+				d := dst[o : o+L]
+				for j := range d {
+					d[j] = w[j*wpg]
 				}
+				o += L
 			}
 		}
-	}
-	for i := range r {
-		if q.meta == metaK { // src.kmeta's rows, in this form already: the slab's stripes
-			rm, o := metaRowBytes(rowG, metaK), metaRowBytes(g0, metaK)
-			row := src.kmeta[2*i*rm : 2*(i+1)*rm]
-			copy(blk[r*rb+i*mb:r*rb+(i+1)*mb], row[o:o+mb])
-			copy(blk[r*rb+(r+i)*mb:r*rb+(r+i+1)*mb], row[rm+o:rm+o+mb])
-			continue
-		}
-		at := i*rowG + g0
-		putMeta(blk[r*rb+i*mb:], src.Scales[at:at+G], q.meta)
-		putMeta(blk[r*rb+(r+i)*mb:], src.Biases[at:at+G], q.meta)
 	}
 }
 
@@ -302,11 +302,14 @@ func blockWords(blk []byte) []uint32 {
 	return unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(blk))), len(blk)/4)
 }
 
-// alignedBytes returns n zero bytes starting on a 64-byte boundary.
+// alignedBytes returns n zero bytes starting on a 64-byte boundary, their
+// pages backed with memory (see populate).
 func alignedBytes(n int) []byte {
 	b := make([]byte, n+64)
 	off := int(-uintptr(unsafe.Pointer(unsafe.SliceData(b))) & 63)
-	return b[off : off+n : off+n]
+	b = b[off : off+n : off+n]
+	populate(b)
+	return b
 }
 
 // blockedRow returns where row n (of K) of a blocked q of one slab lies: its

@@ -91,3 +91,32 @@ func F32ToBF16(f float32) uint16 {
 	}
 	return uint16((b + 0x7fff + (b>>16)&1) >> 16)
 }
+
+// isF16 reports whether x is an f16 value: F16ToF32(F32ToF16(x)) == x, in a
+// few integer operations where x is in f16's normal range.
+func isF16(x float32) bool {
+	u := math.Float32bits(x)
+	if e := u >> 23 & 0xff; e-113 < 30 { // f16's normal exponents, 2⁻¹⁴ … 2¹⁵
+		return u&0x1fff == 0
+	}
+	return F16ToF32(F32ToF16(x)) == x
+}
+
+// toF16 is F32ToF16 for an f16 value x (see isF16), in a few integer
+// operations where x is in f16's normal range.
+func toF16(x float32) uint16 {
+	u := math.Float32bits(x)
+	if e := u >> 23 & 0xff; e-113 < 30 && u&0x1fff == 0 {
+		return uint16(u>>16)&0x8000 | uint16((u&0x7fffffff)>>13-112<<10)
+	}
+	return F32ToF16(x)
+}
+
+// f16Bits is F16ToF32(h)'s bits, in a few integer operations where h is a
+// normal number.
+func f16Bits(h uint16) uint32 {
+	if e := h >> 10 & 0x1f; e-1 < 30 {
+		return uint32(h&0x8000)<<16 | (uint32(h&0x7fff)<<13 + 112<<23)
+	}
+	return math.Float32bits(F16ToF32(h))
+}

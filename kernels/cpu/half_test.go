@@ -90,3 +90,33 @@ func TestKVRows(t *testing.T) {
 		}
 	}
 }
+
+// TestHalfFastPaths: the load's integer shortcuts agree with the plain
+// conversions: f16Bits with F16ToF32 on every half; isF16 with a round trip
+// through F32ToF16, and toF16 (on f16 values) with F32ToF16, for every
+// exponent with significands at the bits where f16's precision ends, both
+// signs.
+func TestHalfFastPaths(t *testing.T) {
+	for h := range 1 << 16 {
+		if got, want := f16Bits(uint16(h)), math.Float32bits(F16ToF32(uint16(h))); got != want {
+			t.Fatalf("f16Bits(%#04x) = %#08x, want %#08x", h, got, want)
+		}
+	}
+	mants := []uint32{0, 1, 1 << 12, 1 << 13, 1 << 14, 3 << 13, 0x7fe000, 0x7fffff, 0x400000, 0x2000 | 1}
+	for e := range uint32(256) {
+		for _, m := range mants {
+			for _, sign := range []uint32{0, 1 << 31} {
+				x := math.Float32frombits(sign | e<<23 | m)
+				want := F16ToF32(F32ToF16(x)) == x
+				if got := isF16(x); got != want {
+					t.Fatalf("isF16(%g, bits %#08x) = %v, want %v", x, math.Float32bits(x), got, want)
+				}
+				if want {
+					if got, want := toF16(x), F32ToF16(x); got != want {
+						t.Fatalf("toF16(%g) = %#04x, want %#04x", x, got, want)
+					}
+				}
+			}
+		}
+	}
+}

@@ -38,27 +38,76 @@ import (
 // the activations carry the bias: the weights are d·sc·(q − 32), equal to
 // gguf-py's as numbers (its −0 may be +0 here).
 func PrepareKQuant(w *KQuant) *Weight {
-	switch w.Type {
-	case KQ4K:
-		return w.prepareQ4K()
-	case KQ6K:
-		return w.prepareQ6K()
-	}
-	bits, _ := w.affineForm()
-	if bits == 0 {
+	if !kern.blocked || w.Type == KQ6K && !kern.q6 {
 		return nil
 	}
-	q := &QMatrix{Bits: bits, GroupSize: 32}
-	if !kern.blocked || !bFits(q, w.K) {
+	q := w.blocked()
+	if q == nil {
 		return nil
 	}
-	meta, ok := w.affineMeta()
-	if !ok {
-		return nil
-	}
-	q.meta = meta
-	q.blockRows(w.N, w.K, w.affineRows)
 	return &Weight{Format: FormatQ, N: w.N, K: w.K, Q: q}
+}
+
+// blocked returns w in the blocked layout of PrepareKQuant, or nil where w has
+// none: its type, rows that are not whole chunks (bFits), or a scale that is
+// not finite. Each four-row block of each K-slab is written straight from
+// the stored blocks, a code word at a time, in the layout's order.
+func (w *KQuant) blocked() *QMatrix {
+	var q *QMatrix
+	var put func(blk []byte, rows [][]byte, kw int) bool
+	var fit scaleFit
+	switch w.Type {
+	case KQ4_0, KQ8_0:
+		// The scales are f16 values and their biases, but for |d| ≥
+		// 2¹⁶/off, too: the blocks are written so, the scales checked as
+		// they go, and written again in the type they need where that is
+		// another (see scaleFit).
+		bits, _ := w.affineForm()
+		q = &QMatrix{Bits: bits, GroupSize: 32, meta: metaF16}
+		put = func(blk []byte, rows [][]byte, kw int) bool { w.putAffine(blk, rows, kw, q.meta, &fit); return true }
+	case KQ4K:
+		q, put = &QMatrix{Bits: 4, GroupSize: 32, meta: metaK}, putQ4K
+	case KQ6K:
+		q, put = &QMatrix{Bits: 6, GroupSize: 16, meta: metaQ6}, putQ6K
+	default:
+		return nil
+	}
+	if !bFits(q, w.K) || !w.fill(q, put) {
+		return nil
+	}
+	if w.Type == KQ4_0 || w.Type == KQ8_0 {
+		meta, ok := fit.kind(w.Type)
+		if !ok {
+			return nil
+		}
+		if meta != q.meta {
+			q.meta = meta
+			w.fill(q, put)
+		}
+	}
+	return q
+}
+
+// fill sets q's Blocked to w in q's blocked layout, put writing each
+// four-row block (or last single row) of each K-slab from its stored rows;
+// it returns false if put found a scale that is not finite.
+func (w *KQuant) fill(q *QMatrix, put func(blk []byte, rows [][]byte, kw int) bool) bool {
+	ok := true
+	q.blockLayout(w.N, w.K)
+	vals, size := w.Type.BlockSize()
+	var rows [4][]byte
+	for n0, r := 0, 0; n0 < w.N; n0 += r {
+		r = blockRowsAt(n0, w.N)
+		for j := range q.slabs {
+			sl, kw := &q.slabs[j], q.slabCols(j, w.K)
+			b0, b1 := sl.k0/vals*size, (sl.k0+kw)/vals*size // the slab's bytes of a stored row
+			for i := range r {
+				rows[i] = w.row(n0 + i)[b0:b1]
+			}
+			ok = put(sl.blockAt(n0, r, kw), rows[:r], kw) && ok
+		}
+	}
+	return ok
 }
 
 // affineForm returns the code width and offset (the bias is −off·d) of w's
@@ -73,53 +122,151 @@ func (w *KQuant) affineForm() (bits int, off float32) {
 	return 0, 0
 }
 
-// affineMeta returns the narrowest type that holds every block's scale d and
-// bias −off·d exactly, or false if some d is not finite (the affine form
-// would turn d·0 into ∞ − ∞).
-func (w *KQuant) affineMeta() (uint8, bool) {
-	_, size := w.Type.BlockSize()
-	_, off := w.affineForm()
-	var f metaFit
-	for o := 0; o < len(w.B); o += size {
-		d := f16At(w.B[o:])
-		if math.IsInf(float64(d), 0) || math.IsNaN(float64(d)) {
-			return 0, false
-		}
-		f.add(d)
-		f.add(-off * d)
-	}
-	return f.kind(), true
+// scaleFit gathers, over a q4_0 or q8_0 weight's block scales d, what the
+// narrowest type that holds every d and bias −off·d exactly needs to know.
+// d, an f16, is an f16 value; −off·d (off a power of two) has d's
+// significand, so it is a bf16 value iff d is, and an f16 value unless it
+// overflows, |d| ≥ 2¹⁶/off. A d that is not finite leaves no affine form
+// (d·0 would be ∞ − ∞).
+type scaleFit struct {
+	max     uint16 // the largest |d|, as f16 bits
+	low     uint16 // the normal d's bits, or-ed: bf16 values iff the low three are 0
+	notBF16 bool   // a subnormal d that is not a bf16 value
 }
 
-// affineRows sets dst's W, Scales and Biases to rows [n0, n1) of w in the
-// affine form (see PrepareKQuant), growing them as needed.
-func (w *KQuant) affineRows(dst *QMatrix, n0, n1 int) {
+// kind returns the narrowest type for the scales and biases of a q4_0 or
+// q8_0 weight of type kt, or false if some d is not finite.
+func (f *scaleFit) kind(kt KType) (uint8, bool) {
+	big := uint16(0x7000) // |d| ≥ 2¹³: −8·d overflows f16
+	if kt == KQ8_0 {
+		big = 0x6000 // 2⁹
+	}
+	switch {
+	case f.max >= 0x7c00:
+		return 0, false
+	case f.low&7 == 0 && !f.notBF16:
+		return metaBF16, true
+	case f.max < big:
+		return metaF16, true
+	}
+	return metaF32, true
+}
+
+// putAffine writes a block of a q4_0 or q8_0 w (rows: the stored rows of its
+// slab of kw columns) into blk, its scales and biases as meta. Writing them
+// as f16, it adds the scales to fit, and where fit then wants another type
+// the values written for some are not theirs.
+func (w *KQuant) putAffine(blk []byte, rows [][]byte, kw int, meta uint8, fit *scaleFit) {
 	bits, off := w.affineForm()
-	G, words := w.K/32, w.K*bits/32
-	dst.W = grow(dst.W, (n1-n0)*words)
-	dst.Scales, dst.Biases = grow(dst.Scales, (n1-n0)*G), grow(dst.Biases, (n1-n0)*G)
-	for n := n0; n < n1; n++ {
-		r := w.row(n)
-		i := n - n0
-		for g := range G {
-			s := dst.W[i*words+g*bits : i*words+(g+1)*bits] // a group's words: 32·bits/32
-			var d float32
-			if bits == 4 {
-				b := (*[18]byte)(r[18*g:])
-				d = f16At(b[:])
-				lo, hi := binary.LittleEndian.Uint64(b[2:]), binary.LittleEndian.Uint64(b[10:])
-				// values 0…15 are the low nibbles of bytes 0…15, 16…31 the high
-				const m = 0x0f0f0f0f0f0f0f0f
-				s[0], s[1], s[2], s[3] = packNibbles(lo&m), packNibbles(hi&m), packNibbles(lo>>4&m), packNibbles(hi>>4&m)
-			} else {
-				b := (*[34]byte)(r[34*g:])
-				d = f16At(b[:])
-				for c := range s {
-					s[c] = binary.LittleEndian.Uint32(b[2+4*c:]) ^ 0x80808080 // int8 q → code q + 128
-				}
+	G := kw / 32
+	if bits == 8 {
+		putQ8Codes(blockWords(blk), rows, G)
+	} else {
+		putQ4Codes(blockWords(blk), rows, G)
+	}
+	r, size := len(rows), 2+32*bits/8
+	rb, mb := kw*bits/8, metaRowBytes(G, meta)
+	for i, row := range rows {
+		s, b := blk[r*rb+i*mb:][:mb], blk[r*rb+(r+i)*mb:][:mb]
+		switch meta {
+		case metaF16: // d as stored; −off·d by its exponent where normal
+			e := uint16(3 << 10) // log₂ off, in the exponent field
+			if bits == 8 {
+				e = 7 << 10
 			}
-			dst.Scales[i*G+g], dst.Biases[i*G+g] = d, -off*d
+			mx, low := fit.max, fit.low
+			for g := range G {
+				h := binary.LittleEndian.Uint16(row[size*g:])
+				a := h & 0x7fff
+				mx = max(mx, a)
+				nb := (h ^ 0x8000) + e
+				if a < 0x400 { // zero or subnormal
+					d := F16ToF32(h)
+					nb = F32ToF16(-off * d)
+					fit.notBF16 = fit.notBF16 || math.Float32bits(d)&0xffff != 0
+				} else {
+					low |= h
+				}
+				binary.LittleEndian.PutUint16(s[2*g:], h)
+				binary.LittleEndian.PutUint16(b[2*g:], nb)
+			}
+			fit.max, fit.low = mx, low
+		case metaBF16:
+			for g := range G {
+				d := math.Float32frombits(f16Bits(binary.LittleEndian.Uint16(row[size*g:])))
+				binary.LittleEndian.PutUint16(s[2*g:], uint16(math.Float32bits(d)>>16))
+				binary.LittleEndian.PutUint16(b[2*g:], uint16(math.Float32bits(-off*d)>>16))
+			}
+		default:
+			for g := range G {
+				d := math.Float32frombits(f16Bits(binary.LittleEndian.Uint16(row[size*g:])))
+				binary.LittleEndian.PutUint32(s[4*g:], math.Float32bits(d))
+				binary.LittleEndian.PutUint32(b[4*g:], math.Float32bits(-off*d))
+			}
 		}
+	}
+}
+
+// putQ8Codes writes the code words of a block of q8_0 rows (rows[i]: row i's
+// G stored blocks) into dst in the blocked layout's order: word c of a group
+// is its values 4c … 4c+3, bytes 2+4c … of the block, each q + 128.
+func putQ8Codes(dst []uint32, rows [][]byte, G int) {
+	o := 0
+	for s0 := 0; s0 < G; s0 += 16 {
+		L := min(16, G-s0) // the stripe's lanes
+		for c := range 8 {
+			for _, b := range rows {
+				if L == 16 {
+					q8Lanes((*[16]uint32)(dst[o:]), (*[16 * 34]byte)(b[34*s0:]), c)
+				} else {
+					b, d := b[34*s0+2+4*c:], dst[o:o+L]
+					for j := range d {
+						d[j] = binary.LittleEndian.Uint32(b[34*j:]) ^ 0x80808080
+					}
+				}
+				o += L
+			}
+		}
+	}
+}
+
+// q8Lanes sets d to word c of each of the 16 q8_0 blocks of b.
+func q8Lanes(d *[16]uint32, b *[16 * 34]byte, c int) {
+	for j := range d {
+		d[j] = binary.LittleEndian.Uint32(b[34*j+2+4*(c&7):]) ^ 0x80808080 // int8 q → code q + 128
+	}
+}
+
+// putQ4Codes writes the code words of a block of q4_0 rows (rows[i]: row i's
+// G stored blocks) into dst in the blocked layout's order: word c of a group
+// is its values 8c … 8c+7, the low nibbles of bytes 2 … 9 (c = 0) and 10 …
+// 17 (1) of the block, then their high nibbles (2, 3).
+func putQ4Codes(dst []uint32, rows [][]byte, G int) {
+	o := 0
+	for s0 := 0; s0 < G; s0 += 16 {
+		L := min(16, G-s0)
+		for c := range 4 {
+			for _, b := range rows {
+				if L == 16 {
+					q4Lanes((*[16]uint32)(dst[o:]), (*[16 * 18]byte)(b[18*s0:]), c)
+				} else {
+					at, sh := 2+8*(c&1), 4*(c>>1)
+					b, d := b[18*s0+at:], dst[o:o+L]
+					for j := range d {
+						d[j] = packNibbles(binary.LittleEndian.Uint64(b[18*j:]) >> sh & 0x0f0f0f0f0f0f0f0f)
+					}
+				}
+				o += L
+			}
+		}
+	}
+}
+
+// q4Lanes sets d to word c of each of the 16 q4_0 blocks of b.
+func q4Lanes(d *[16]uint32, b *[16 * 18]byte, c int) {
+	at, sh := 2+8*(c&1), 4*(c>>1&1)
+	for j := range d {
+		d[j] = packNibbles(binary.LittleEndian.Uint64(b[18*j+at:]) >> sh & 0x0f0f0f0f0f0f0f0f)
 	}
 }
 
@@ -131,59 +278,67 @@ func packNibbles(x uint64) uint32 {
 	return uint32(x | x>>16)
 }
 
-// prepareQ4K is PrepareKQuant for q4_k.
-func (w *KQuant) prepareQ4K() *Weight {
-	q := &QMatrix{Bits: 4, GroupSize: 32, meta: metaK}
-	if !kern.blocked || !bFits(q, w.K) {
-		return nil
+// q4kLanes sets d to word c of each of the 16 groups of the q4_k superblocks
+// b: group 2k+h of a superblock (144 bytes: 16 of factors and scales, then
+// 128 of codes) has the low (h = 0) or high nibbles of code bytes 32k …
+// 32k+31.
+func q4kLanes(d *[16]uint32, b *[2 * 144]byte, c int) {
+	for j := range d {
+		at := 144*(j/8) + 16 + 32*(j%8/2) + 8*(c&3)
+		d[j] = packNibbles(binary.LittleEndian.Uint64(b[at:]) >> (4 * (j % 2)) & 0x0f0f0f0f0f0f0f0f)
 	}
-	for o := 0; o < len(w.B); o += 144 {
-		for _, v := range []float32{f16At(w.B[o:]), f16At(w.B[o+2:])} {
-			if math.IsInf(float64(v), 0) || math.IsNaN(float64(v)) {
-				return nil
+}
+
+// q4kLanes8 is q4kLanes for the 8 groups of one superblock.
+func q4kLanes8(d *[8]uint32, b *[144]byte, c int) {
+	for j := range d {
+		at := 16 + 32*(j/2) + 8*(c&3)
+		d[j] = packNibbles(binary.LittleEndian.Uint64(b[at:]) >> (4 * (j % 2)) & 0x0f0f0f0f0f0f0f0f)
+	}
+}
+
+// putQ4K writes a block of a q4_k weight (rows: the stored rows of its slab
+// of kw columns) into blk: the codes, then the scales d and sc, then the
+// biases −dmin and m, a stripe's factors then its groups' integers (see
+// blocked.go). It returns false if some d or dmin is not finite.
+func putQ4K(blk []byte, rows [][]byte, kw int) bool {
+	dst, G := blockWords(blk), kw/32
+	o := 0
+	for s0 := 0; s0 < G; s0 += 16 {
+		L := min(16, G-s0)
+		for c := range 4 { // word c: bytes 8c … 8c+7 of the group's 32
+			for _, b := range rows {
+				if L == 16 {
+					q4kLanes((*[16]uint32)(dst[o:]), (*[2 * 144]byte)(b[144*(s0/8):]), c)
+				} else {
+					d := (*[8]uint32)(dst[o:])
+					q4kLanes8(d, (*[144]byte)(b[144*(s0/8):]), c)
+				}
+				o += L
 			}
 		}
 	}
-	q.blockRows(w.N, w.K, w.q4kRows)
-	return &Weight{Format: FormatQ, N: w.N, K: w.K, Q: q}
-}
-
-// q4kRows sets dst's W and kmeta to rows [n0, n1) of a q4_k w in the affine
-// form of PrepareKQuant, growing them as needed.
-func (w *KQuant) q4kRows(dst *QMatrix, n0, n1 int) {
-	G, words := w.K/32, w.K/8
-	rm := metaRowBytes(G, metaK)
-	dst.W = grow(dst.W, (n1-n0)*words)
-	dst.kmeta = grow(dst.kmeta, (n1-n0)*2*rm)
-	for n := n0; n < n1; n++ {
-		r, i := w.row(n), n-n0
-		code := dst.W[i*words : (i+1)*words]
-		sm := dst.kmeta[2*i*rm : (2*i+1)*rm]     // scales: d and sc
-		bm := dst.kmeta[(2*i+1)*rm : (2*i+2)*rm] // biases: −dmin and m
-		for j := range w.K / 256 {
-			b := (*[144]byte)(r[144*j:])
-			g := 8 * j                                                                          // the superblock's first group
-			s, h := 20*(g/16), g%16/8                                                           // its stripe's bytes, its factor there
+	r, rb, mb := len(rows), kw/2, metaRowBytes(G, metaK)
+	var mx uint16 // the largest |d| and |dmin|, as f16 bits
+	for i, row := range rows {
+		sm, bm := blk[r*rb+i*mb:][:mb], blk[r*rb+(r+i)*mb:][:mb]
+		for j := range G / 8 { // superblock j: the groups 8j … 8j+7
+			b := (*[144]byte)(row[144*j:])
+			s, h := 20*(j/2), j%2                                                               // its stripe's bytes, its factor there
 			d, e := binary.LittleEndian.Uint16(b[0:]), binary.LittleEndian.Uint16(b[2:])^0x8000 // d, −dmin
+			mx = max(mx, d&0x7fff, e&0x7fff)
 			binary.LittleEndian.PutUint16(sm[s+2*h:], d)
 			binary.LittleEndian.PutUint16(bm[s+2*h:], e)
-			if h == 0 && g+8 == G { // a last stripe of 8 groups: its second factor repeats the first
+			if h == 0 && 8*j+8 == G { // a last stripe of 8 groups: its second factor repeats the first
 				binary.LittleEndian.PutUint16(sm[s+2:], d)
 				binary.LittleEndian.PutUint16(bm[s+2:], e)
 			}
-			for k := range 8 {
-				sc, m := scaleMin(k, b[4:16])
-				sm[s+4+8*h+k], bm[s+4+8*h+k] = byte(sc), byte(m)
-			}
-			// sub-block 2k's values are the low nibbles of qs[32k:32k+32],
-			// 2k+1's the high ones
-			for k := range 4 {
-				for c := range 4 {
-					x := binary.LittleEndian.Uint64(b[16+32*k+8*c:])
-					const m = 0x0f0f0f0f0f0f0f0f
-					code[(g+2*k)*4+c], code[(g+2*k+1)*4+c] = packNibbles(x&m), packNibbles(x>>4&m)
-				}
+			sc, ms := sm[s+4+8*h:][:8], bm[s+4+8*h:][:8]
+			for k := range 4 { // the 6-bit sc and m of groups k and k+4 (scaleMin)
+				sc[k], ms[k] = b[4+k]&63, b[8+k]&63
+				sc[k+4], ms[k+4] = b[12+k]&15|b[4+k]>>6<<4, b[12+k]>>4|b[8+k]>>6<<4
 			}
 		}
 	}
+	return mx < 0x7c00
 }

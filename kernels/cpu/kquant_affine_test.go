@@ -418,3 +418,27 @@ func checkPrepareQ6KScale(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPrepareKQuant: the load-time repacking of a GGUF matrix into the
+// blocked layout, per type, for the 1B shape's gate projection (8192 × 2048)
+// and down projection (2048 × 8192, in K-slabs); b.SetBytes counts the
+// stored blocks.
+func BenchmarkPrepareKQuant(b *testing.B) {
+	if !kern.blocked {
+		b.Skipf("the %s kernels do not read the blocked layout", kern.name)
+	}
+	for _, kt := range []KType{KQ4_0, KQ8_0, KQ4K, KQ6K} {
+		for _, s := range []struct{ N, K int }{{8192, 2048}, {2048, 8192}} {
+			b.Run(fmt.Sprintf("%s/%dx%d", kt, s.N, s.K), func(b *testing.B) {
+				kq := randKQuant(kt, s.N, s.K, 1)
+				if PrepareKQuant(kq) == nil {
+					b.Skipf("%s: no affine form on the %s kernels", kt, kern.name)
+				}
+				b.SetBytes(int64(len(kq.B)))
+				for b.Loop() {
+					PrepareKQuant(kq)
+				}
+			})
+		}
+	}
+}

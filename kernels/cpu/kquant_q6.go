@@ -1,9 +1,6 @@
 package cpu
 
-import (
-	"encoding/binary"
-	"math"
-)
+import "encoding/binary"
 
 // The blocked layout of a GGUF Q6_K weight (metaQ6; see PrepareKQuant). A
 // q6_k superblock of 256 values is sixteen affine groups of 16, group j with
@@ -26,57 +23,43 @@ import (
 // q6Chunk is the bytes of one row's chunk of a blocked q6_k weight.
 const q6Chunk = 96
 
-// prepareQ6K is PrepareKQuant for q6_k.
-func (w *KQuant) prepareQ6K() *Weight {
-	q := &QMatrix{Bits: 6, GroupSize: 16, meta: metaQ6}
-	if !kern.blocked || !kern.q6 || !bFits(q, w.K) {
-		return nil
-	}
-	for o := 208; o < len(w.B); o += 210 {
-		if d := f16At(w.B[o:]); math.IsInf(float64(d), 0) || math.IsNaN(float64(d)) {
-			return nil
-		}
-	}
-	q.blockRows(w.N, w.K, w.q6kRows)
-	return &Weight{Format: FormatQ, N: w.N, K: w.K, Q: q}
-}
-
-// q6kRows sets dst's kmeta to rows [n0, n1) of a q6_k w in the blocked
-// layout's row form: each row's chunks (stripe by stripe, q6Chunk bytes
-// each), then its scales (18 bytes a stripe).
-func (w *KQuant) q6kRows(dst *QMatrix, n0, n1 int) {
-	S := w.K / 256
-	rowB := S * (2*q6Chunk + 18)
-	dst.kmeta = grow(dst.kmeta, (n1-n0)*rowB)
-	var q [256]uint8
-	for n := n0; n < n1; n++ {
-		r, out := w.row(n), dst.kmeta[(n-n0)*rowB:(n-n0+1)*rowB]
+// putQ6K writes a block of a q6_k weight (rows: the stored rows of its slab
+// of kw columns) into blk: per stripe and chunk the rows' chunks, then each
+// row's scales. It returns false if some d is not finite.
+func putQ6K(blk []byte, rows [][]byte, kw int) bool {
+	S, r := kw/256, len(rows)
+	var mx uint16 // the largest |d|, as f16 bits
+	for i, row := range rows {
 		for s := range S {
-			b := (*[210]byte)(r[210*s:])
-			q6Codes(&q, b)
+			b := (*[210]byte)(row[210*s:])
 			for c := range 2 {
-				putQ6Chunk((*[q6Chunk]byte)(out[(2*s+c)*q6Chunk:]), &q, c)
+				putQ6Chunk((*[q6Chunk]byte)(blk[((2*s+c)*r+i)*q6Chunk:]), b, c)
 			}
-			sc := out[2*S*q6Chunk+18*s:]
+			sc := blk[2*S*r*q6Chunk+18*(i*S+s):][:18]
 			sc[0], sc[1] = b[208], b[209]
-			copy(sc[2:18], b[192:208])
+			copy(sc[2:], b[192:208])
+			mx = max(mx, binary.LittleEndian.Uint16(b[208:])&0x7fff)
 		}
 	}
+	return mx < 0x7c00
 }
 
-// q6Codes sets q to the 256 codes (0…63) of q6_k block b, in value order
-// (ggml-common.h's layout; see deqQ6K).
-func q6Codes(q *[256]uint8, b *[210]byte) {
-	ql, qh := b[0:128], b[128:192]
-	for n := range 2 {
-		ql, qh, y := ql[64*n:64*n+64], qh[32*n:32*n+32], q[128*n:128*n+128]
-		for l := range 32 {
-			x0, x1, e := ql[l], ql[l+32], qh[l]
-			y[l] = x0&15 | (e&3)<<4
-			y[l+32] = x1&15 | (e>>2&3)<<4
-			y[l+64] = x0>>4 | (e>>4&3)<<4
-			y[l+96] = x1>>4 | (e>>6&3)<<4
-		}
+// putQ6Chunk writes chunk c of q6_k superblock b into ch. Lane j holds values
+// v … v+7 with v = 16j + 8c, consecutive in ggml-common.h's layout: value
+// 128n + 32t + l (t < 4, l < 32) has the low (t < 2) or high nibble of
+// ql[64n + 32(t mod 2) + l] and bits 2t, 2t+1 of qh[32n + l] (see deqQ6K).
+func putQ6Chunk(ch *[q6Chunk]byte, b *[210]byte, c int) {
+	var top [16]uint32 // each lane's top bits, two bits a nibble
+	for j := range 16 {
+		// v = 128n + 32t + l: n = j/8, t = j mod 8 / 2, l = 16(j mod 2) + 8c
+		n, t, l := j/8, j%8/2, 16*(j%2)+8*(c&1)
+		lo := binary.LittleEndian.Uint64(b[64*n+32*(t&1)+l:]) >> (4 * (t >> 1)) & 0x0f0f0f0f0f0f0f0f
+		hi := binary.LittleEndian.Uint64(b[128+32*n+l:]) >> (2 * t) & 0x0303030303030303
+		binary.LittleEndian.PutUint32(ch[4*j:], packNibbles(lo))
+		top[j] = packNibbles(hi)
+	}
+	for j := range 8 { // lane j's top bits at bits 0–1 and 4–5, lane j+8's at 2–3 and 6–7
+		binary.LittleEndian.PutUint32(ch[64+4*j:], top[j]|top[j+8]<<2)
 	}
 }
 
@@ -85,41 +68,10 @@ func q6Codes(q *[256]uint8, b *[210]byte) {
 // is group p/4, whose word c has values 8c … 8c+7, two a byte.
 func q6Pos(c, p, h int) int { return 16*(p/4) + 8*c + 2*(p%4) + h }
 
-// putQ6Chunk writes chunk c of a stripe with codes q into ch.
-func putQ6Chunk(ch *[q6Chunk]byte, q *[256]uint8, c int) {
-	clear(ch[64:])
-	for p := range 64 {
-		lo, hi := q[q6Pos(c, p, 0)], q[q6Pos(c, p, 1)]
-		ch[p] = lo&15 | (hi&15)<<4
-		sh := 2 * (p / 32)
-		ch[64+p%32] |= (lo>>4)<<sh | (hi>>4)<<(4+sh)
-	}
-}
-
-// q6Code returns the code of byte p's nibble h of chunk ch (see putQ6Chunk).
+// q6Code returns the code of byte p's nibble h of chunk ch (see the layout
+// above).
 func q6Code(ch []byte, p, h int) uint8 {
 	return ch[p]>>(4*h)&15 | (ch[64+p%32]>>(2*(p/32)+4*h)&3)<<4
-}
-
-// blockRowsOfQ6 is blockRowsOf for a metaQ6 q: rows [n0, n0+r) of slab q
-// (columns [q.k0, q.k0+kw) of rows of K) from src.kmeta (see q6kRows).
-func (q *QMatrix) blockRowsOfQ6(src *QMatrix, n0, r, K, kw int) {
-	S, rowS, s0 := kw/256, K/256, q.k0/256
-	S1, rowB := blockRowBytes(q, kw), rowS*(2*q6Chunk+18)
-	blk := q.Blocked[n0*S1 : (n0+r)*S1]
-	o := 0
-	for s := range S {
-		for c := range 2 {
-			for i := range r {
-				ch := src.kmeta[i*rowB+(2*(s0+s)+c)*q6Chunk:]
-				o += copy(blk[o:o+q6Chunk], ch[:q6Chunk])
-			}
-		}
-	}
-	for i := range r {
-		sc := src.kmeta[i*rowB+2*rowS*q6Chunk+18*s0:]
-		o += copy(blk[o:o+18*S], sc[:18*S])
-	}
 }
 
 // q6Stripe sets codes and scales to stripe s (values [256s, 256s+256)) of
