@@ -38,11 +38,6 @@ type QMatrix struct {
 	Blocked []byte
 	meta    uint8 // Blocked's type of scales and biases: metaF32, metaBF16, metaF16 or metaK
 
-	// kmeta is, for blockRows' rows callback of a metaK q only, its rows'
-	// scales then biases, each metaRowBytes(G, metaK) in the blocked
-	// layout's form (see blocked.go).
-	kmeta []byte
-
 	// slabs are a blocked q's K-slabs in order, views of Blocked (see
 	// blocked.go); one, a view of all of it, when its rows fit L1. k0 is a
 	// slab's first column.
