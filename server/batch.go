@@ -14,11 +14,22 @@ import (
 // A batcher runs the forwards of a pool's sequences on one goroutine:
 // continuous batching. Each step decodes one token of every sequence that
 // has one ready, in one model.Batch step (each weight matrix read once for
-// all of them); between steps it prefills one chunk (Session.PrefillChunk
-// tokens) of the oldest prompt waiting, so a long prompt delays the streams
-// by one chunk's time a step, not its whole prefill. A sequence joins the
-// steps after its prompt's last chunk and leaves when its request ends:
-// at once, and within one step when its client goes away.
+// all of them). Between steps, in a gap, it prefills the prompts waiting,
+// oldest first, a chunk (Session.PrefillChunk tokens) at a time:
+//
+//   - When no sequence is decoding at the gap's start, there is no stream
+//     to delay: the gap prefills until no prompt waits, so that prompts
+//     arriving together decode together from their first token on (as
+//     llama-server prefills every waiting prompt in one batch).
+//   - Otherwise a chunk starts only while the gap has run for less than
+//     its budget, gapSteps times the last step's time (the first chunk
+//     always runs): a stream's token waits for at most that plus one
+//     chunk, and while prompts wait, the decoding streams keep at least
+//     1/(1+gapSteps) of the time, less one chunk's overrun a gap.
+//
+// A sequence joins the steps after its prompt's last chunk and leaves when
+// its request ends: at once, and within one step or chunk when its client
+// goes away.
 //
 // Sampling, logprobs, grammar masks and emitting stay on the request's
 // goroutine (poolSlot.runLogits with a member as its forwarder): a step
@@ -45,6 +56,21 @@ type batcher struct {
 	run  []*member
 
 	steps, rows, widest atomic.Int64 // steps run, tokens they decoded, and the most in one
+
+	// Test hooks, nil in a server, called on the loop goroutine: before
+	// each forward (a prefill chunk or a step), and after each gap that
+	// ran a chunk.
+	beforeForward func(prefill bool)
+	afterGap      func(gapStats)
+}
+
+// gapStats describes one gap between steps.
+type gapStats struct {
+	open    bool          // no sequence was decoding at its start: it had no budget
+	budget  time.Duration // else how long it could start chunks for
+	chunks  int           // prefill chunks it ran
+	took    time.Duration // their time
+	longest time.Duration // the longest one's
 }
 
 // A member is one sequence's place in the batcher. Its fields but s are
@@ -67,6 +93,10 @@ const (
 	minPatience = time.Millisecond
 	maxPatience = 50 * time.Millisecond
 )
+
+// gapSteps is a gap's budget for prefill chunks while sequences decode, in
+// the last step's time (see batcher).
+const gapSteps = 2
 
 // newBatcher starts a batcher of up to n sequences of m.
 func newBatcher(m *model.Model, n int) (*batcher, error) {
@@ -167,7 +197,7 @@ func (m *member) wait(ctx context.Context, q *[]*member) ([]float32, error) {
 	return nil, err
 }
 
-// loop runs prefill chunks and steps until close.
+// loop runs gaps of prefill chunks and steps until close.
 func (bt *batcher) loop() {
 	defer close(bt.exited)
 	var last time.Duration // the last step's time
@@ -182,16 +212,20 @@ func (bt *batcher) loop() {
 			}
 			bt.mu.Lock()
 		}
-		var pf *member
-		if len(bt.prefills) > 0 {
-			pf = bt.prefills[0]
+		g := gapStats{open: bt.decoders == 0, budget: gapSteps * last}
+		for len(bt.prefills) > 0 && (g.open || g.chunks == 0 || g.took < g.budget) {
+			pf := bt.prefills[0]
 			pf.running = true
-		}
-		bt.mu.Unlock()
-		if pf != nil {
+			bt.mu.Unlock()
+			start := time.Now()
 			bt.prefillChunk(pf)
+			d := time.Since(start)
+			g.chunks, g.took, g.longest = g.chunks+1, g.took+d, max(g.longest, d)
+			bt.mu.Lock()
 		}
-		bt.mu.Lock()
+		if g.chunks > 0 && bt.afterGap != nil {
+			bt.afterGap(g)
+		}
 		if len(bt.prefills) == 0 {
 			bt.gather(min(max(last/2, minPatience), maxPatience))
 		}
@@ -232,6 +266,9 @@ func (bt *batcher) gather(d time.Duration) {
 // prefillChunk runs the next chunk of pf's prompt, and ends its prefill
 // after the last or an error.
 func (bt *batcher) prefillChunk(pf *member) {
+	if bt.beforeForward != nil {
+		bt.beforeForward(true)
+	}
 	n := min(len(pf.toks), pf.s.PrefillChunk())
 	logits, err := pf.s.Forward(pf.ctx, pf.toks[:n])
 	bt.mu.Lock()
@@ -258,6 +295,9 @@ func (bt *batcher) step(run []*member) {
 	bt.ss, bt.toks = bt.ss[:0], bt.toks[:0]
 	for _, m := range run {
 		bt.ss, bt.toks = append(bt.ss, m.s), append(bt.toks, m.tok)
+	}
+	if bt.beforeForward != nil {
+		bt.beforeForward(false)
 	}
 	out, err := bt.b.Step(context.Background(), bt.ss, bt.toks)
 	if err != nil && len(run) > 1 {
