@@ -17,10 +17,12 @@ import (
 // all of them). Between steps, in a gap, it prefills the prompts waiting,
 // oldest first, a chunk (Session.PrefillChunk tokens) at a time:
 //
-//   - When no sequence is decoding at the gap's start, there is no stream
-//     to delay: the gap prefills until no prompt waits, so that prompts
-//     arriving together decode together from their first token on (as
-//     llama-server prefills every waiting prompt in one batch).
+//   - While no sequence has decoded in a step (none, or only those whose
+//     prompts just ended, with no token yet but the one from their
+//     prompt's logits), there is no stream to delay: the gap goes on
+//     until no prompt waits, so that prompts arriving together decode
+//     together from their second token on (llama-server prefills every
+//     waiting prompt before it decodes them).
 //   - Otherwise a chunk starts only while the gap has run for less than
 //     its budget, gapSteps times the last step's time (the first chunk
 //     always runs): a stream's token waits for at most that plus one
@@ -44,6 +46,7 @@ type batcher struct {
 
 	mu       sync.Mutex
 	decoders int       // sequences past their prompt, until they leave
+	streams  int       // of those, the ones a step has decoded for
 	ready    []*member // tokens to decode at the next step, in arrival order
 	prefills []*member // prompts to prefill, oldest first
 
@@ -66,8 +69,8 @@ type batcher struct {
 
 // gapStats describes one gap between steps.
 type gapStats struct {
-	open    bool          // no sequence was decoding at its start: it had no budget
-	budget  time.Duration // else how long it could start chunks for
+	open    bool          // no sequence had decoded in a step when its last chunk started: no budget held it
+	budget  time.Duration // how long it could start chunks for while one had
 	chunks  int           // prefill chunks it ran
 	took    time.Duration // their time
 	longest time.Duration // the longest one's
@@ -82,6 +85,7 @@ type member struct {
 	tok      int32   // the token to decode
 	toks     []int32 // the prompt tokens left to prefill
 	decoding bool    // counted in batcher.decoders
+	stepped  bool    // counted in batcher.streams
 	running  bool    // the loop is running its forward: it can no longer be taken out
 	done     chan struct{}
 	logits   []float32 // the last forward's, the member's own copy
@@ -132,12 +136,21 @@ func (bt *batcher) join(s *model.Session) *member {
 func (m *member) leave() {
 	bt := m.bt
 	bt.mu.Lock()
-	if m.decoding {
-		m.decoding = false
-		bt.decoders--
-	}
+	m.stopDecoding()
 	bt.mu.Unlock()
 	bt.signal()
+}
+
+// stopDecoding takes m out of the decoding sequences. bt.mu is held.
+func (m *member) stopDecoding() {
+	if m.decoding {
+		m.decoding = false
+		m.bt.decoders--
+	}
+	if m.stepped {
+		m.stepped = false
+		m.bt.streams--
+	}
 }
 
 // prefill runs tokens (appended to the session's cache) in chunks between
@@ -148,10 +161,7 @@ func (m *member) prefill(ctx context.Context, tokens []int32) ([]float32, error)
 	}
 	bt := m.bt
 	bt.mu.Lock()
-	if m.decoding { // a sequence's prefill after decoding (echo then more) leaves the steps meanwhile
-		m.decoding = false
-		bt.decoders--
-	}
+	m.stopDecoding() // a sequence's prefill after decoding (echo then more) leaves the steps meanwhile
 	m.ctx, m.toks = ctx, tokens
 	bt.prefills = append(bt.prefills, m)
 	bt.mu.Unlock()
@@ -212,8 +222,11 @@ func (bt *batcher) loop() {
 			}
 			bt.mu.Lock()
 		}
-		g := gapStats{open: bt.decoders == 0, budget: gapSteps * last}
-		for len(bt.prefills) > 0 && (g.open || g.chunks == 0 || g.took < g.budget) {
+		g := gapStats{budget: gapSteps * last}
+		for len(bt.prefills) > 0 {
+			if g.open = bt.streams == 0; !g.open && g.chunks > 0 && g.took >= g.budget {
+				break
+			}
 			pf := bt.prefills[0]
 			pf.running = true
 			bt.mu.Unlock()
@@ -319,6 +332,10 @@ func (bt *batcher) step(run []*member) {
 		m.running, m.err = false, err
 		if err == nil {
 			m.logits = append(m.logits[:0], out[j]...)
+			if m.decoding && !m.stepped {
+				m.stepped = true
+				bt.streams++
+			}
 		}
 		m.done <- struct{}{}
 	}

@@ -194,19 +194,18 @@ func testBatcher(t *testing.T, n, chunk int) (*batcher, []*model.Session) {
 }
 
 // runSequence prefills prompt on s through bt, then decodes n greedy tokens
-// one step each, and leaves.
-func runSequence(t *testing.T, bt *batcher, s *model.Session, prompt []int32, n int) {
+// one step each, and leaves; or leaves when ctx is cancelled.
+func runSequence(t *testing.T, ctx context.Context, bt *batcher, s *model.Session, prompt []int32, n int) {
 	m := bt.join(s)
 	defer m.leave()
-	logits, err := m.prefill(t.Context(), prompt)
+	logits, err := m.prefill(ctx, prompt)
 	for range n {
 		if err != nil {
-			t.Error(err)
-			return
+			break
 		}
-		logits, err = m.decode(t.Context(), int32(slices.Index(logits, slices.Max(logits))))
+		logits, err = m.decode(ctx, int32(slices.Index(logits, slices.Max(logits))))
 	}
-	if err != nil {
+	if err != nil && ctx.Err() == nil {
 		t.Error(err)
 	}
 }
@@ -250,7 +249,7 @@ func TestBatcherPrefillsAllWhenNoneDecode(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	for i, s := range ss {
-		wg.Go(func() { runSequence(t, bt, s, tokenRange(10+20*i, chunk*chunks), 3) })
+		wg.Go(func() { runSequence(t, t.Context(), bt, s, tokenRange(10+20*i, chunk*chunks), 3) })
 	}
 	for queued := 0; queued < n; time.Sleep(time.Millisecond) {
 		bt.mu.Lock()
@@ -296,13 +295,13 @@ func TestBatcherGapBudget(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	for i := range 2 {
-		wg.Go(func() { runSequence(t, bt, ss[i], tokenRange(10+20*i, chunk), 60) })
+		wg.Go(func() { runSequence(t, t.Context(), bt, ss[i], tokenRange(10+20*i, chunk), 60) })
 	}
 	for bt.steps.Load() < 3 {
 		time.Sleep(time.Millisecond)
 	}
 	for i := 2; i < len(ss); i++ {
-		wg.Go(func() { runSequence(t, bt, ss[i], tokenRange(10+20*i, 4*chunk), 5) })
+		wg.Go(func() { runSequence(t, t.Context(), bt, ss[i], tokenRange(10+20*i, 4*chunk), 5) })
 	}
 	wg.Wait()
 	mu.Lock()
@@ -325,4 +324,75 @@ func TestBatcherGapBudget(t *testing.T) {
 		t.Errorf("no gap used its budget for a second chunk: %+v", gaps)
 	}
 	t.Logf("gaps: %+v", gaps)
+}
+
+// TestBatcherGapOpensWhenStreamsLeave: a gap that begins while a sequence
+// decodes is held to its budget only while one does: when the last leaves
+// during its first chunk, the gap goes on to prefill every waiting prompt,
+// as a gap that began with none would.
+func TestBatcherGapOpensWhenStreamsLeave(t *testing.T) {
+	const chunk, chunks = 4, 3
+	bt, ss := testBatcher(t, 4, chunk)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var (
+		mu     sync.Mutex
+		armed  bool   // the next chunk waits for the prompts, then the stream leaves
+		events []bool // prefill chunk (true) or step, from the armed chunk on
+		gaps   []gapStats
+	)
+	bt.beforeForward = func(prefill bool) {
+		mu.Lock()
+		a := armed && prefill
+		if a {
+			armed, events = false, []bool{}
+		}
+		if events != nil {
+			events = append(events, prefill)
+		}
+		mu.Unlock()
+		if !a {
+			return
+		}
+		for queued := 0; queued < len(ss)-1; time.Sleep(time.Millisecond) {
+			bt.mu.Lock()
+			queued = len(bt.prefills)
+			bt.mu.Unlock()
+		}
+		cancel() // the stream's client goes away: it leaves its place in the queue
+		for streams := 1; streams > 0; time.Sleep(time.Millisecond) {
+			bt.mu.Lock()
+			streams = bt.streams
+			bt.mu.Unlock()
+		}
+		time.Sleep(50 * time.Millisecond) // past the budget of a step of the demo model
+	}
+	bt.afterGap = func(g gapStats) {
+		mu.Lock()
+		if events != nil {
+			gaps = append(gaps, g)
+		}
+		mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { runSequence(t, ctx, bt, ss[0], tokenRange(10, chunk), 1000) })
+	for bt.steps.Load() < 3 {
+		time.Sleep(time.Millisecond)
+	}
+	mu.Lock()
+	armed = true
+	mu.Unlock()
+	for i := 1; i < len(ss); i++ {
+		wg.Go(func() { runSequence(t, t.Context(), bt, ss[i], tokenRange(10+20*i, chunk*chunks), 2) })
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	want := (len(ss) - 1) * chunks
+	if len(events) < want || slices.Contains(events[:want], false) {
+		t.Errorf("events from the stream's last gap on (true = chunk): %v; want all %d chunks first", events, want)
+	}
+	if len(gaps) == 0 || gaps[0].chunks != want || !gaps[0].open {
+		t.Errorf("gaps from the stream's last on: %+v; want the first open, with all %d chunks", gaps, want)
+	}
 }
