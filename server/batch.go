@@ -14,11 +14,24 @@ import (
 // A batcher runs the forwards of a pool's sequences on one goroutine:
 // continuous batching. Each step decodes one token of every sequence that
 // has one ready, in one model.Batch step (each weight matrix read once for
-// all of them); between steps it prefills one chunk (Session.PrefillChunk
-// tokens) of the oldest prompt waiting, so a long prompt delays the streams
-// by one chunk's time a step, not its whole prefill. A sequence joins the
-// steps after its prompt's last chunk and leaves when its request ends:
-// at once, and within one step when its client goes away.
+// all of them). Between steps, in a gap, it prefills the prompts waiting,
+// oldest first, a chunk (Session.PrefillChunk tokens) at a time:
+//
+//   - While no sequence has decoded in a step (none, or only those whose
+//     prompts just ended, with no token yet but the one from their
+//     prompt's logits), there is no stream to delay: the gap goes on
+//     until no prompt waits, so that prompts arriving together decode
+//     together from their second token on (llama-server prefills every
+//     waiting prompt before it decodes them).
+//   - Otherwise a chunk starts only while the gap has run for less than
+//     its budget, gapSteps times the last step's time (the first chunk
+//     always runs): a stream's token waits for at most that plus one
+//     chunk, and while prompts wait, the decoding streams keep at least
+//     1/(1+gapSteps) of the time, less one chunk's overrun a gap.
+//
+// A sequence joins the steps after its prompt's last chunk and leaves when
+// its request ends: at once, and within one step or chunk when its client
+// goes away.
 //
 // Sampling, logprobs, grammar masks and emitting stay on the request's
 // goroutine (poolSlot.runLogits with a member as its forwarder): a step
@@ -33,6 +46,7 @@ type batcher struct {
 
 	mu       sync.Mutex
 	decoders int       // sequences past their prompt, until they leave
+	streams  int       // of those, the ones a step has decoded for
 	ready    []*member // tokens to decode at the next step, in arrival order
 	prefills []*member // prompts to prefill, oldest first
 
@@ -45,6 +59,21 @@ type batcher struct {
 	run  []*member
 
 	steps, rows, widest atomic.Int64 // steps run, tokens they decoded, and the most in one
+
+	// Test hooks, nil in a server, called on the loop goroutine: before
+	// each forward (a prefill chunk or a step), and after each gap that
+	// ran a chunk.
+	beforeForward func(prefill bool)
+	afterGap      func(gapStats)
+}
+
+// gapStats describes one gap between steps.
+type gapStats struct {
+	open    bool          // no sequence had decoded in a step when its last chunk started: no budget held it
+	budget  time.Duration // how long it could start chunks for while one had
+	chunks  int           // prefill chunks it ran
+	took    time.Duration // their time
+	longest time.Duration // the longest one's
 }
 
 // A member is one sequence's place in the batcher. Its fields but s are
@@ -56,6 +85,7 @@ type member struct {
 	tok      int32   // the token to decode
 	toks     []int32 // the prompt tokens left to prefill
 	decoding bool    // counted in batcher.decoders
+	stepped  bool    // counted in batcher.streams
 	running  bool    // the loop is running its forward: it can no longer be taken out
 	done     chan struct{}
 	logits   []float32 // the last forward's, the member's own copy
@@ -67,6 +97,10 @@ const (
 	minPatience = time.Millisecond
 	maxPatience = 50 * time.Millisecond
 )
+
+// gapSteps is a gap's budget for prefill chunks while sequences decode, in
+// the last step's time (see batcher).
+const gapSteps = 2
 
 // newBatcher starts a batcher of up to n sequences of m.
 func newBatcher(m *model.Model, n int) (*batcher, error) {
@@ -102,12 +136,21 @@ func (bt *batcher) join(s *model.Session) *member {
 func (m *member) leave() {
 	bt := m.bt
 	bt.mu.Lock()
-	if m.decoding {
-		m.decoding = false
-		bt.decoders--
-	}
+	m.stopDecoding()
 	bt.mu.Unlock()
 	bt.signal()
+}
+
+// stopDecoding takes m out of the decoding sequences. bt.mu is held.
+func (m *member) stopDecoding() {
+	if m.decoding {
+		m.decoding = false
+		m.bt.decoders--
+	}
+	if m.stepped {
+		m.stepped = false
+		m.bt.streams--
+	}
 }
 
 // prefill runs tokens (appended to the session's cache) in chunks between
@@ -118,10 +161,7 @@ func (m *member) prefill(ctx context.Context, tokens []int32) ([]float32, error)
 	}
 	bt := m.bt
 	bt.mu.Lock()
-	if m.decoding { // a sequence's prefill after decoding (echo then more) leaves the steps meanwhile
-		m.decoding = false
-		bt.decoders--
-	}
+	m.stopDecoding() // a sequence's prefill after decoding (echo then more) leaves the steps meanwhile
 	m.ctx, m.toks = ctx, tokens
 	bt.prefills = append(bt.prefills, m)
 	bt.mu.Unlock()
@@ -167,7 +207,7 @@ func (m *member) wait(ctx context.Context, q *[]*member) ([]float32, error) {
 	return nil, err
 }
 
-// loop runs prefill chunks and steps until close.
+// loop runs gaps of prefill chunks and steps until close.
 func (bt *batcher) loop() {
 	defer close(bt.exited)
 	var last time.Duration // the last step's time
@@ -182,16 +222,23 @@ func (bt *batcher) loop() {
 			}
 			bt.mu.Lock()
 		}
-		var pf *member
-		if len(bt.prefills) > 0 {
-			pf = bt.prefills[0]
+		g := gapStats{budget: gapSteps * last}
+		for len(bt.prefills) > 0 {
+			if g.open = bt.streams == 0; !g.open && g.chunks > 0 && g.took >= g.budget {
+				break
+			}
+			pf := bt.prefills[0]
 			pf.running = true
-		}
-		bt.mu.Unlock()
-		if pf != nil {
+			bt.mu.Unlock()
+			start := time.Now()
 			bt.prefillChunk(pf)
+			d := time.Since(start)
+			g.chunks, g.took, g.longest = g.chunks+1, g.took+d, max(g.longest, d)
+			bt.mu.Lock()
 		}
-		bt.mu.Lock()
+		if g.chunks > 0 && bt.afterGap != nil {
+			bt.afterGap(g)
+		}
 		if len(bt.prefills) == 0 {
 			bt.gather(min(max(last/2, minPatience), maxPatience))
 		}
@@ -232,6 +279,9 @@ func (bt *batcher) gather(d time.Duration) {
 // prefillChunk runs the next chunk of pf's prompt, and ends its prefill
 // after the last or an error.
 func (bt *batcher) prefillChunk(pf *member) {
+	if bt.beforeForward != nil {
+		bt.beforeForward(true)
+	}
 	n := min(len(pf.toks), pf.s.PrefillChunk())
 	logits, err := pf.s.Forward(pf.ctx, pf.toks[:n])
 	bt.mu.Lock()
@@ -259,6 +309,9 @@ func (bt *batcher) step(run []*member) {
 	for _, m := range run {
 		bt.ss, bt.toks = append(bt.ss, m.s), append(bt.toks, m.tok)
 	}
+	if bt.beforeForward != nil {
+		bt.beforeForward(false)
+	}
 	out, err := bt.b.Step(context.Background(), bt.ss, bt.toks)
 	if err != nil && len(run) > 1 {
 		for _, m := range run {
@@ -279,6 +332,10 @@ func (bt *batcher) step(run []*member) {
 		m.running, m.err = false, err
 		if err == nil {
 			m.logits = append(m.logits[:0], out[j]...)
+			if m.decoding && !m.stepped {
+				m.stepped = true
+				bt.streams++
+			}
 		}
 		m.done <- struct{}{}
 	}

@@ -6,10 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ingot-llm/ingot"
+	"github.com/ingot-llm/ingot/model"
 )
 
 // TestBatchSameAsAlone sends 8 different greedy requests (chat and
@@ -152,5 +156,243 @@ func TestBatchCancelLeavesOthers(t *testing.T) {
 			t.Fatalf("after the requests: %d sessions running, %d sequences decoding, %d queued", st.running, decoders, queued)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// testBatcher starts a batcher of n CPU sessions of the demo model, each
+// prefilling its prompts in chunks of chunk tokens. Set its hooks before
+// the first sequence joins.
+func testBatcher(t *testing.T, n, chunk int) (*batcher, []*model.Session) {
+	t.Helper()
+	m, err := ingot.Load(t.Context(), "", ingot.Options{Backend: "cpu", Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bt, err := newBatcher(m.Raw(), n)
+	if err != nil {
+		m.Close()
+		t.Fatal(err)
+	}
+	ss := make([]*model.Session, n)
+	t.Cleanup(func() {
+		if err := bt.close(); err != nil {
+			t.Error(err)
+		}
+		for _, s := range ss {
+			if s != nil {
+				s.Close()
+			}
+		}
+		m.Close()
+	})
+	for i := range ss {
+		if ss[i], err = m.Raw().NewSession(model.SessionOptions{Context: 256, Batch: chunk}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return bt, ss
+}
+
+// runSequence prefills prompt on s through bt, then decodes n greedy tokens
+// one step each, and leaves; or leaves when ctx is cancelled.
+func runSequence(t *testing.T, ctx context.Context, bt *batcher, s *model.Session, prompt []int32, n int) {
+	m := bt.join(s)
+	defer m.leave()
+	logits, err := m.prefill(ctx, prompt)
+	for range n {
+		if err != nil {
+			break
+		}
+		logits, err = m.decode(ctx, int32(slices.Index(logits, slices.Max(logits))))
+	}
+	if err != nil && ctx.Err() == nil {
+		t.Error(err)
+	}
+}
+
+// tokenRange returns n token ids starting at first.
+func tokenRange(first, n int) []int32 {
+	p := make([]int32, n)
+	for i := range p {
+		p[i] = int32(first + i)
+	}
+	return p
+}
+
+// TestBatcherPrefillsAllWhenNoneDecode: four prompts of three chunks each,
+// queued while nothing decodes, are all prefilled (twelve chunks) before
+// the first step, so the four sequences decode together from their first
+// token on, rather than the first decoding while the others wait.
+func TestBatcherPrefillsAllWhenNoneDecode(t *testing.T) {
+	const n, chunk, chunks = 4, 4, 3
+	bt, ss := testBatcher(t, n, chunk)
+	var (
+		mu      sync.Mutex
+		events  []bool // prefill chunk (true) or step, in order
+		gaps    []gapStats
+		release = make(chan struct{})
+	)
+	bt.beforeForward = func(prefill bool) {
+		mu.Lock()
+		events = append(events, prefill)
+		first := len(events) == 1
+		mu.Unlock()
+		if first {
+			<-release // hold the first chunk until every prompt is queued
+		}
+		time.Sleep(5 * time.Millisecond) // time for a finished prompt's first token to queue
+	}
+	bt.afterGap = func(g gapStats) {
+		mu.Lock()
+		gaps = append(gaps, g)
+		mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	for i, s := range ss {
+		wg.Go(func() { runSequence(t, t.Context(), bt, s, tokenRange(10+20*i, chunk*chunks), 3) })
+	}
+	for queued := 0; queued < n; time.Sleep(time.Millisecond) {
+		bt.mu.Lock()
+		queued = len(bt.prefills)
+		bt.mu.Unlock()
+	}
+	close(release)
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	firstStep := slices.Index(events, false)
+	if firstStep != n*chunks {
+		t.Errorf("the first step ran after %d prefill chunks, want all %d (events, true = chunk: %v)", firstStep, n*chunks, events)
+	}
+	if len(gaps) == 0 || !gaps[0].open || gaps[0].chunks != n*chunks {
+		t.Errorf("gaps %+v: want the first open, with all %d chunks", gaps, n*chunks)
+	}
+}
+
+// TestBatcherGapBudget: prompts that arrive while sequences decode are
+// prefilled in gaps that start no chunk after their budget (gapSteps
+// times the last step) is spent, so a gap runs for at most its budget plus
+// one chunk; and with chunks shorter than the budget, a gap runs more than
+// one.
+func TestBatcherGapBudget(t *testing.T) {
+	const chunk = 4
+	bt, ss := testBatcher(t, 5, chunk)
+	var (
+		mu   sync.Mutex
+		gaps []gapStats
+	)
+	bt.beforeForward = func(prefill bool) {
+		if prefill {
+			time.Sleep(8 * time.Millisecond)
+		} else {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	bt.afterGap = func(g gapStats) {
+		mu.Lock()
+		gaps = append(gaps, g)
+		mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Go(func() { runSequence(t, t.Context(), bt, ss[i], tokenRange(10+20*i, chunk), 60) })
+	}
+	for bt.steps.Load() < 3 {
+		time.Sleep(time.Millisecond)
+	}
+	for i := 2; i < len(ss); i++ {
+		wg.Go(func() { runSequence(t, t.Context(), bt, ss[i], tokenRange(10+20*i, 4*chunk), 5) })
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	budgeted, most := 0, 0
+	for _, g := range gaps {
+		if g.open {
+			continue
+		}
+		budgeted++
+		most = max(most, g.chunks)
+		if g.took >= g.budget+g.longest && g.chunks > 1 {
+			t.Errorf("gap %+v: ran past its budget plus one chunk", g)
+		}
+	}
+	if budgeted == 0 {
+		t.Fatalf("no gap ran while sequences decoded: %+v", gaps)
+	}
+	if most < 2 {
+		t.Errorf("no gap used its budget for a second chunk: %+v", gaps)
+	}
+	t.Logf("gaps: %+v", gaps)
+}
+
+// TestBatcherGapOpensWhenStreamsLeave: a gap that begins while a sequence
+// decodes is held to its budget only while one does: when the last leaves
+// during its first chunk, the gap goes on to prefill every waiting prompt,
+// as a gap that began with none would.
+func TestBatcherGapOpensWhenStreamsLeave(t *testing.T) {
+	const chunk, chunks = 4, 3
+	bt, ss := testBatcher(t, 4, chunk)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var (
+		mu     sync.Mutex
+		armed  bool   // the next chunk waits for the prompts, then the stream leaves
+		events []bool // prefill chunk (true) or step, from the armed chunk on
+		gaps   []gapStats
+	)
+	bt.beforeForward = func(prefill bool) {
+		mu.Lock()
+		a := armed && prefill
+		if a {
+			armed, events = false, []bool{}
+		}
+		if events != nil {
+			events = append(events, prefill)
+		}
+		mu.Unlock()
+		if !a {
+			return
+		}
+		for queued := 0; queued < len(ss)-1; time.Sleep(time.Millisecond) {
+			bt.mu.Lock()
+			queued = len(bt.prefills)
+			bt.mu.Unlock()
+		}
+		cancel() // the stream's client goes away: it leaves its place in the queue
+		for streams := 1; streams > 0; time.Sleep(time.Millisecond) {
+			bt.mu.Lock()
+			streams = bt.streams
+			bt.mu.Unlock()
+		}
+		time.Sleep(50 * time.Millisecond) // past the budget of a step of the demo model
+	}
+	bt.afterGap = func(g gapStats) {
+		mu.Lock()
+		if events != nil {
+			gaps = append(gaps, g)
+		}
+		mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { runSequence(t, ctx, bt, ss[0], tokenRange(10, chunk), 1000) })
+	for bt.steps.Load() < 3 {
+		time.Sleep(time.Millisecond)
+	}
+	mu.Lock()
+	armed = true
+	mu.Unlock()
+	for i := 1; i < len(ss); i++ {
+		wg.Go(func() { runSequence(t, t.Context(), bt, ss[i], tokenRange(10+20*i, chunk*chunks), 2) })
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	want := (len(ss) - 1) * chunks
+	if len(events) < want || slices.Contains(events[:want], false) {
+		t.Errorf("events from the stream's last gap on (true = chunk): %v; want all %d chunks first", events, want)
+	}
+	if len(gaps) == 0 || gaps[0].chunks != want || !gaps[0].open {
+		t.Errorf("gaps from the stream's last on: %+v; want the first open, with all %d chunks", gaps, want)
 	}
 }
