@@ -35,7 +35,6 @@ func TestRun(t *testing.T) {
 			return
 		}
 		cur := inFlight.Add(1)
-		defer inFlight.Add(-1)
 		for p := peak.Load(); cur > p && !peak.CompareAndSwap(p, cur); p = peak.Load() {
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -51,6 +50,7 @@ func TestRun(t *testing.T) {
 		}
 		send(`{"choices":[{"index":0,"delta":{},"finish_reason":"length"}],"usage":null}`)
 		send(`{"choices":[],"usage":{"prompt_tokens":40,"completion_tokens":5,"total_tokens":45}}`)
+		inFlight.Add(-1) // before the client can see the end and start its next request
 		send("[DONE]")
 	}))
 	defer ts.Close()
