@@ -478,10 +478,10 @@ func (cb *commandBuffer) replay() error {
 		}
 	} else {
 		for i := range cb.launches {
-			l, prev := &cb.launches[i], &g.set[i]
-			if prev.grid == l.grid && prev.block == l.block && prev.shared == l.shared && string(prev.raw) == string(cb.rawArgs(i)) {
-				continue // the constants' address is the graph's: the same arguments
+			if !g.differs(cb, i) {
+				continue
 			}
+			l, prev := &cb.launches[i], &g.set[i]
 			p := cb.fill(l, g.consts)
 			if err := g.exec.SetKernelParams(g.nodes[i], l.p.f, l.grid, l.block, l.shared, p); err != nil {
 				return err
@@ -509,23 +509,30 @@ func (cb *commandBuffer) replay() error {
 // such graph would need more than a quarter of its nodes updated and fewer
 // than maxSameGraphs are kept: a step committed in pieces (INGOT_CUDA_SPLIT)
 // has pieces of one kernel sequence, each with its own weights, and each
-// keeps a graph of its own.
+// keeps a graph of its own. A graph's count stops once it is no better than
+// the best so far, so the other pieces' graphs cost a few comparisons each.
 func (d *Device) findGraph(cb *commandBuffer) *graph {
-	bi, bdiff, same := -1, 0, 0
+	bi, first, same := -1, -1, 0
+	bdiff := len(cb.launches)/4 + 1 // more updates than a quarter: another graph, while there is room
 	for i, g := range d.graphs {
 		if len(g.key) != len(cb.launches) || g.nconst < len(cb.consts) || !g.sameKernels(cb) {
 			continue
 		}
-		same++
-		if n := g.diff(cb); bi < 0 || n < bdiff {
+		if same++; first < 0 {
+			first = i
+		}
+		if n := g.diff(cb, bdiff); n < bdiff {
 			bi, bdiff = i, n
 			if n == 0 {
 				break
 			}
 		}
 	}
-	if bi < 0 || bdiff > len(cb.launches)/4 && same < maxSameGraphs {
-		return nil
+	if bi < 0 {
+		if same < maxSameGraphs {
+			return nil
+		}
+		bi = first
 	}
 	g := d.graphs[bi]
 	copy(d.graphs[1:bi+1], d.graphs[:bi])
@@ -543,17 +550,25 @@ func (g *graph) sameKernels(cb *commandBuffer) bool {
 	return true
 }
 
-// diff counts the nodes of g whose launch differs from cb's (dimensions or
-// arguments as encoded, before the constants' address is set).
-func (g *graph) diff(cb *commandBuffer) int {
+// diff counts the nodes of g whose launch differs from cb's, up to stop.
+func (g *graph) diff(cb *commandBuffer, stop int) int {
 	n := 0
 	for i := range cb.launches {
-		l, prev := &cb.launches[i], &g.set[i]
-		if prev.grid != l.grid || prev.block != l.block || prev.shared != l.shared || string(prev.raw) != string(cb.rawArgs(i)) {
-			n++
+		if g.differs(cb, i) {
+			if n++; n == stop {
+				break
+			}
 		}
 	}
 	return n
+}
+
+// differs reports whether node i of g launches other than cb's launch i:
+// other dimensions or arguments as encoded (the constants' address is the
+// graph's own).
+func (g *graph) differs(cb *commandBuffer, i int) bool {
+	l, prev := &cb.launches[i], &g.set[i]
+	return prev.grid != l.grid || prev.block != l.block || prev.shared != l.shared || string(prev.raw) != string(cb.rawArgs(i))
 }
 
 // rawArgs is launch i's arguments as encoded (a constant's slot holds its offset).
